@@ -1,0 +1,44 @@
+# Herald: `make run` serves on 127.0.0.1:8080 with ./data; `make test` runs every test.
+SWIFT ?= swift
+APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps build run test lint format openapi-lint release bench-healthz clean
+
+## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build --product herald
+
+## Serves on 127.0.0.1:8080 with the SQLite file and media under ./data.
+run: build
+	$(SWIFT) run --skip-build herald serve
+
+test: deps
+	$(SWIFT) test
+
+lint:
+	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests Plugins
+
+format:
+	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Plugins
+
+## Checks openapi.yaml against the OpenAPI 3.1 schema (needs: pip install openapi-spec-validator).
+openapi-lint:
+	openapi-spec-validator openapi.yaml
+
+release: deps
+	$(SWIFT) build -c release --product herald --static-swift-stdlib --scratch-path .build-release
+
+## GET /healthz under wrk, side by side with a plain C libmicrohttpd server.
+bench-healthz: deps
+	Benchmarks/healthz.sh
+
+clean:
+	rm -rf .build .build-release Benchmarks/out

@@ -1,0 +1,44 @@
+#ifndef HERALD_CMICROHTTPD_SHIM_H
+#define HERALD_CMICROHTTPD_SHIM_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+
+/// Wraps the variadic `MHD_start_daemon`: the address and callbacks are fixed arguments,
+/// every other option comes as an `MHD_OPTION_END`-terminated `MHD_OptionItem` array.
+static inline struct MHD_Daemon *herald_start_daemon(
+    unsigned int flags,
+    const struct sockaddr *address,
+    MHD_AccessHandlerCallback handler,
+    MHD_RequestCompletedCallback completed,
+    MHD_LogCallback logger,
+    void *context,
+    const struct MHD_OptionItem *options)
+{
+    /* The logger comes first so that messages about the other options reach it. */
+    return MHD_start_daemon(flags, 0, NULL, NULL, handler, context,
+                            MHD_OPTION_EXTERNAL_LOGGER, logger, context,
+                            MHD_OPTION_SOCK_ADDR, address,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, context,
+                            MHD_OPTION_ARRAY, options,
+                            MHD_OPTION_END);
+}
+
+/// Wraps the variadic `MHD_get_daemon_info` for the port the daemon is bound to (0 on error).
+static inline uint16_t herald_daemon_port(struct MHD_Daemon *daemon)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : info->port;
+}
+
+/// Wraps the variadic `MHD_get_connection_info` for the client's address (NULL if unknown).
+static inline const struct sockaddr *herald_client_address(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return info == NULL ? NULL : info->client_addr;
+}
+
+#endif

@@ -1,0 +1,78 @@
+import CoreMetrics
+public import HeraldStorage
+public import Logging
+public import MicroHTTP
+import Prometheus
+public import ServiceLifecycle
+import UnixSignals
+
+/// Herald assembled: storage opened and migrated, routes registered, services ready for a `ServiceGroup`.
+///
+/// `herald serve` and the tests build it the same way, through ``build(configuration:logger:onListening:)``.
+public struct Application: Sendable {
+    public let configuration: HeraldConfiguration
+    public let storage: Storage
+    public let server: Server
+    /// In start order; a `ServiceGroup` shuts them down in reverse (readiness first, then the server).
+    public let services: [any Service]
+    /// The routes, for tests that call them without a socket.
+    let router: Router
+    let readiness: Readiness
+    let logger: Logger
+
+    /// Opens the database (applying migrations) and wires the HTTP server.
+    ///
+    /// - Parameters:
+    ///   - onListening: called with the bound port once the server accepts connections.
+    public static func build(
+        configuration: HeraldConfiguration,
+        logger: Logger,
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) throws -> Application {
+        let storage = try Storage.open(directory: configuration.dataDirectory, logger: logger)
+        let readiness = Readiness()
+        var router = Router()
+        OperationsRoutes(storage: storage, readiness: readiness, registry: Metrics.registry).register(in: &router)
+
+        let server = Server(
+            router: router,
+            configuration: ServerConfiguration(
+                host: configuration.host,
+                port: configuration.port,
+                threads: configuration.httpThreads,
+                connectionLimit: configuration.maxConnections,
+                perIPConnectionLimit: configuration.maxConnectionsPerIP,
+                connectionTimeout: configuration.connectionTimeout,
+                serverName: "herald"
+            ),
+            logger: logger,
+            onListening: onListening
+        )
+        return Application(
+            configuration: configuration,
+            storage: storage,
+            server: server,
+            services: [server, readiness],
+            router: router,
+            readiness: readiness,
+            logger: logger
+        )
+    }
+
+    /// Runs every service until SIGTERM or SIGINT, then shuts down gracefully.
+    public func run() async throws {
+        let group = ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        )
+        try await group.run()
+    }
+}
+
+/// The process-wide Prometheus registry behind swift-metrics (bootstrapped once, on first use).
+enum Metrics {
+    static let registry: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }()
+}

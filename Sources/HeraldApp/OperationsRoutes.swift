@@ -1,0 +1,35 @@
+import HTTPTypes
+import HeraldStorage
+import MicroHTTP
+import Prometheus
+
+/// `/healthz`, `/readyz`, `/metrics` and `/openapi.yaml`.
+struct OperationsRoutes {
+    let storage: Storage
+    let readiness: Readiness
+    let registry: PrometheusCollectorRegistry
+
+    private static let ok: [UInt8] = Array(#"{"status":"ok"}"#.utf8)
+    private static let openAPI: [UInt8] = Array((EmbeddedOpenAPI.files.first?.contents ?? "").utf8)
+
+    func register(in router: inout Router) {
+        router.get("/healthz") { _ in
+            Response(headerFields: [.contentType: "application/json"], body: .bytes(Self.ok))
+        }
+        router.get("/readyz") { [storage, readiness] _ in
+            if readiness.isDraining {
+                throw HTTPError(.serviceUnavailable, detail: "shutting down", headerFields: [.retryAfter: "5"])
+            }
+            guard await storage.isReachable() else {
+                throw HTTPError(.serviceUnavailable, detail: "the database does not answer", headerFields: [.retryAfter: "5"])
+            }
+            return Response(headerFields: [.contentType: "application/json"], body: .bytes(Self.ok))
+        }
+        router.get("/metrics") { [registry] _ in
+            Response(headerFields: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: .bytes(registry.emitToBuffer()))
+        }
+        router.get("/openapi.yaml") { _ in
+            Response(headerFields: [.contentType: "application/yaml"], body: .bytes(Self.openAPI))
+        }
+    }
+}

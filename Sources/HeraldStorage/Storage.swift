@@ -1,0 +1,155 @@
+import Foundation
+import GRDB
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Herald's SQLite database: a WAL connection pool, migrated to the current schema when opened.
+public struct Storage: Sendable {
+    /// The database file's name inside the data directory.
+    public static let fileName = "herald.sqlite"
+
+    /// How long a write waits for another writer (another process, or a checkpoint) before failing with `SQLITE_BUSY`.
+    public static let busyTimeout: TimeInterval = 5
+
+    /// The migration identifiers in the order they are applied: the embedded `Migrations/*.sql` names without `.sql`.
+    public static var migrationIdentifiers: [String] {
+        EmbeddedMigrations.files.map { migrationIdentifier(fileName: $0.name) }
+    }
+
+    /// One writer and concurrent readers; repositories run their queries through it.
+    public let pool: DatabasePool
+
+    /// The database file's path.
+    public let path: String
+
+    private init(pool: DatabasePool, path: String) {
+        self.pool = pool
+        self.path = path
+    }
+
+    /// Creates `directory` if needed, opens `<directory>/herald.sqlite` and applies the migrations it lacks.
+    ///
+    /// Blocks while SQLite opens and migrates the file: call it once, at start.
+    /// - Parameters:
+    ///   - directory: The data directory; created with its parents if missing.
+    ///   - logger: Receives one line per migration applied and one when the database is ready.
+    public static func open(directory: String, logger: Logger) throws -> Storage {
+        try createDirectory(directory)
+        let path = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(fileName).path
+
+        let pool = try DatabasePool(path: path, configuration: configuration())
+        // DatabasePool turns on WAL after `prepareDatabase` has run, and sets `synchronous = NORMAL`
+        // on the writer as it does. NORMAL in WAL mode may lose the last commits on power loss, and a
+        // 2xx promises the rows are durable: put FULL back on the one connection that writes.
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+
+        let storage = Storage(pool: pool, path: path)
+        try storage.migrate(logger: logger)
+        return storage
+    }
+
+    /// Whether the database answers a query, for readiness checks; never throws.
+    public func isReachable() async -> Bool {
+        do {
+            return try await self.pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") } == 1
+        } catch {
+            return false
+        }
+    }
+
+    /// Closes every connection; later accesses throw. Dropping the last copy of the pool closes it too.
+    public func close() throws {
+        try self.pool.close()
+    }
+
+    // MARK: Opening
+
+    private static func configuration() -> Configuration {
+        var configuration = Configuration()
+        configuration.label = "herald"
+        // Rows referenced by id must exist: a job's post, a post's media.
+        configuration.foreignKeysEnabled = true
+        // Writers queue behind one another instead of failing at the first contention.
+        configuration.busyMode = .timeout(busyTimeout)
+        configuration.prepareDatabase { db in
+            // Every connection, so none (readers included) relaxes durability; see `open` for the writer.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        return configuration
+    }
+
+    /// `mkdir -p`, with POSIX calls so a failure reports the exact errno.
+    private static func createDirectory(_ directory: String) throws(StorageError) {
+        var prefix = directory.hasPrefix("/") ? "/" : ""
+        for component in directory.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += component
+            prefix += "/"
+            // 0o700: the database and staged media are the service's alone.
+            if mkdir(prefix, 0o700) != 0 {
+                let code = errno
+                if code != EEXIST {
+                    throw .cannotCreateDirectory(path: prefix, errno: code)
+                }
+            }
+        }
+        // EEXIST is also what a regular file in the way gives: make sure it is a directory.
+        var isDirectory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) || !isDirectory.boolValue {
+            throw .cannotCreateDirectory(path: directory, errno: ENOTDIR)
+        }
+    }
+
+    // MARK: Migrations
+
+    private static func migrationIdentifier(fileName: String) -> String {
+        fileName.hasSuffix(".sql") ? String(fileName.dropLast(".sql".count)) : fileName
+    }
+
+    /// One migration per embedded SQL file, in file-name order; GRDB records which ones ran in `grdb_migrations`.
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        for file in EmbeddedMigrations.files {
+            let sql = file.contents
+            migrator.registerMigration(migrationIdentifier(fileName: file.name)) { db in
+                try db.execute(sql: sql)
+            }
+        }
+        return migrator
+    }
+
+    private func migrate(logger: Logger) throws {
+        let migrator = Self.migrator
+        let before = try self.pool.read { db in try migrator.appliedIdentifiers(db) }
+        try migrator.migrate(self.pool)
+        let after = try self.pool.read { db in try migrator.appliedIdentifiers(db) }
+
+        for identifier in migrator.migrations where !before.contains(identifier) && after.contains(identifier) {
+            logger.info("applied migration", metadata: ["migration": "\(identifier)"])
+        }
+        // A newer Herald migrated this file: this one does not know that schema, say so loudly.
+        let unknown = after.subtracting(migrator.migrations)
+        if !unknown.isEmpty {
+            logger.warning(
+                "database has migrations this version does not know",
+                metadata: ["migrations": "\(unknown.sorted())", "path": "\(self.path)"]
+            )
+        }
+        logger.info(
+            "database ready",
+            metadata: [
+                "path": "\(self.path)",
+                "schema": "\(migrator.migrations.last ?? "none")",
+                "applied": "\(after.count - before.count)",
+            ]
+        )
+    }
+}

@@ -1,0 +1,49 @@
+/// How a ``Server`` listens and what it protects itself against.
+///
+/// libmicrohttpd 0.9.75 has no connection timeout, no per-IP limit and no body limit by default: every one is set here.
+public struct ServerConfiguration: Sendable {
+    /// The address to bind: an IPv4 or IPv6 literal, or a host name that resolves to one.
+    public var host: String
+    /// The port to bind; 0 picks a free one (see ``Server/init(router:configuration:logger:onListening:)``).
+    public var port: Int
+    /// libmicrohttpd polling threads, each with its own epoll set.
+    public var threads: Int
+    /// Connections open at once; more are refused at accept.
+    public var connectionLimit: Int
+    /// Connections open at once from one client address.
+    public var perIPConnectionLimit: Int
+    /// Idle seconds after which a connection is closed (not counted while a handler runs).
+    public var connectionTimeout: Int
+    /// Request body limit for routes that do not declare their own.
+    public var maxBodySize: Int
+    /// Body bytes buffered for a slow handler before the connection stops reading (backpressure).
+    public var bodyBufferSize: Int
+    /// Memory libmicrohttpd may use per connection for headers and its read buffer.
+    public var connectionMemoryLimit: Int
+    /// The name this server gives itself in logs.
+    public var serverName: String
+
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 8080,
+        threads: Int = 1,
+        connectionLimit: Int = 1000,
+        perIPConnectionLimit: Int = 256,
+        connectionTimeout: Int = 30,
+        maxBodySize: Int = 1 << 20,
+        bodyBufferSize: Int = 256 << 10,
+        connectionMemoryLimit: Int = 64 << 10,
+        serverName: String = "MicroHTTP"
+    ) {
+        self.host = host
+        self.port = port
+        self.threads = threads
+        self.connectionLimit = connectionLimit
+        self.perIPConnectionLimit = perIPConnectionLimit
+        self.connectionTimeout = connectionTimeout
+        self.maxBodySize = maxBodySize
+        self.bodyBufferSize = bodyBufferSize
+        self.connectionMemoryLimit = connectionMemoryLimit
+        self.serverName = serverName
+    }
+}

@@ -1,0 +1,51 @@
+import CMicroHTTPD
+import HTTPTypes
+
+/// An `MHD_Connection` pointer that crosses from libmicrohttpd's thread to the handler's task.
+///
+/// `@unchecked Sendable`: it is only dereferenced by libmicrohttpd calls made under the owning ``Exchange``'s
+/// lock, while the connection is suspended (libmicrohttpd neither reads it nor frees it then) or from its own thread.
+struct Connection: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    func suspend() { MHD_suspend_connection(pointer) }
+    func resume() { MHD_resume_connection(pointer) }
+
+    /// Hands `response` to libmicrohttpd for sending; it keeps its own reference.
+    func queue(_ response: OpaquePointer, status: Int) -> Bool {
+        MHD_queue_response(pointer, UInt32(status), response) == .YES
+    }
+}
+
+/// An `MHD_Response` built off the connection's thread, waiting to be queued.
+///
+/// `@unchecked Sendable`: owned by one exchange at a time; destroyed exactly once, by ``release()``.
+struct PreparedResponse: @unchecked Sendable {
+    let pointer: OpaquePointer
+    let status: Int
+    let bodySize: Int?
+
+    func release() { MHD_destroy_response(pointer) }
+
+    /// Builds the libmicrohttpd response for a buffered body (copied) or a stream (read through `sink`).
+    static func make(_ response: Response, stream sink: StreamSink?) -> PreparedResponse? {
+        let pointer: OpaquePointer?
+        var bodySize: Int?
+        if let sink {
+            let context = Unmanaged.passRetained(sink).toOpaque()
+            pointer = MHD_create_response_from_callback(UInt64.max, 32 << 10, StreamSink.read, context, StreamSink.free)
+            if pointer == nil { Unmanaged<StreamSink>.fromOpaque(context).release() }
+        } else {
+            let bytes = response.body.bytes ?? []
+            bodySize = bytes.count
+            pointer = bytes.withUnsafeBytes { buffer in
+                MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
+            }
+        }
+        guard let pointer else { return nil }
+        for field in response.headerFields {
+            _ = MHD_add_response_header(pointer, field.name.rawName, field.value)
+        }
+        return PreparedResponse(pointer: pointer, status: response.status.code, bodySize: bodySize)
+    }
+}

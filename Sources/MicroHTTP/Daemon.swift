@@ -1,0 +1,334 @@
+import CMicroHTTPD
+import HTTPTypes
+import Logging
+import Metrics
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A running libmicrohttpd daemon and the state its C threads share with Swift tasks.
+final class Daemon: Sendable {
+    private struct Live {
+        var exchanges: [ObjectIdentifier: Exchange] = [:]
+        var draining = false
+        var drained: [CheckedContinuation<Void, Never>] = []
+    }
+
+    let router: Router
+    let configuration: ServerConfiguration
+    let logger: Logger
+    private let live = Mutex(Live())
+    /// The `MHD_Daemon`, set once started. `nonisolated(unsafe)`: written before any callback can run, then only read.
+    nonisolated(unsafe) private var handle: OpaquePointer?
+    nonisolated(unsafe) private(set) var port = 0
+
+    private init(router: Router, configuration: ServerConfiguration, logger: Logger) {
+        self.router = router
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Binds and starts the polling thread(s).
+    static func start(router: Router, configuration: ServerConfiguration, logger: Logger) throws -> Daemon {
+        let daemon = Daemon(router: router, configuration: configuration, logger: logger)
+        var address = try SocketAddress(host: configuration.host, port: configuration.port)
+        var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
+        if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+        var options: [MHD_OptionItem] = [
+            MHD_OptionItem(option: MHD_OPTION.CONNECTION_LIMIT, value: configuration.connectionLimit, ptr_value: nil),
+            MHD_OptionItem(option: MHD_OPTION.PER_IP_CONNECTION_LIMIT, value: configuration.perIPConnectionLimit, ptr_value: nil),
+            MHD_OptionItem(option: MHD_OPTION.CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
+            MHD_OptionItem(option: MHD_OPTION.CONNECTION_MEMORY_LIMIT, value: configuration.connectionMemoryLimit, ptr_value: nil),
+            // Strict parsing: HTTP/1.1 without Host, and malformed header lines, are refused by libmicrohttpd itself.
+            MHD_OptionItem(option: MHD_OPTION.STRICT_FOR_CLIENT, value: 1, ptr_value: nil),
+            MHD_OptionItem(option: MHD_OPTION.LISTENING_ADDRESS_REUSE, value: 1, ptr_value: nil),
+        ]
+        if configuration.threads > 1 {
+            options.append(MHD_OptionItem(option: MHD_OPTION.THREAD_POOL_SIZE, value: configuration.threads, ptr_value: nil))
+        }
+        options.append(MHD_OptionItem(option: MHD_OPTION.END, value: 0, ptr_value: nil))
+        let context = Unmanaged.passUnretained(daemon).toOpaque()
+        let handle = address.withSockaddr { sockaddr in
+            herald_start_daemon(flags, sockaddr, Daemon.access, Daemon.completed, Daemon.log, context, &options)
+        }
+        guard let handle else { throw ServerError.daemonStartFailed("\(configuration.host):\(configuration.port)") }
+        daemon.handle = handle
+        daemon.port = Int(herald_daemon_port(handle))
+        return daemon
+    }
+
+    /// True once shutdown began: answers carry `Connection: close`.
+    var isDraining: Bool { live.withLock { $0.draining } }
+
+    /// Stops accepting, lets requests in flight finish (cancelling their handlers if `cancel` turns true), stops.
+    func shutdown() async {
+        guard let handle else { return }
+        let listener = MHD_quiesce_daemon(handle)
+        if listener >= 0 { close(listener) }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let done = live.withLock { live -> Bool in
+                    live.draining = true
+                    if live.exchanges.isEmpty { return true }
+                    live.drained.append(continuation)
+                    return false
+                }
+                if done { continuation.resume() }
+            }
+        } onCancel: {
+            for exchange in live.withLock({ Array($0.exchanges.values) }) { exchange.cancel() }
+        }
+        // No connection is suspended now (only exchanges suspend, and all have completed): stopping is safe.
+        MHD_stop_daemon(handle)
+        self.handle = nil
+    }
+
+    /// An exchange's connection is done with: log it, count it, and let a waiting shutdown go on.
+    func finished(_ exchange: Exchange, status: Int?, bytes: Int?, termination: MHD_RequestTerminationCode) {
+        let drained = live.withLock { live -> [CheckedContinuation<Void, Never>] in
+            live.exchanges[ObjectIdentifier(exchange)] = nil
+            guard live.exchanges.isEmpty else { return [] }
+            defer { live.drained = [] }
+            return live.drained
+        }
+        record(
+            method: exchange.request.head.method,
+            path: exchange.request.path,
+            route: exchange.route.template,
+            status: status,
+            bytes: bytes,
+            started: exchange.started,
+            requestID: exchange.request.id,
+            logger: exchange.request.logger,
+            termination: termination
+        )
+        for continuation in drained { continuation.resume() }
+    }
+
+    /// One log line and the metrics for one request.
+    private func record(
+        method: HTTPRequest.Method,
+        path: Substring,
+        route: String,
+        status: Int?,
+        bytes: Int?,
+        started: ContinuousClock.Instant,
+        requestID: String,
+        logger: Logger,
+        termination: MHD_RequestTerminationCode
+    ) {
+        let elapsed = ContinuousClock.now - started
+        let statusLabel = status.map(String.init) ?? "aborted"
+        Counter(label: "http_requests_total", dimensions: [("method", method.rawValue), ("route", route), ("status", statusLabel)]).increment()
+        Timer(label: "http_request_duration_seconds", dimensions: [("method", method.rawValue), ("route", route)]).record(duration: elapsed)
+        guard logger.logLevel <= .info else { return }
+        let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+        var metadata: Logger.Metadata = [
+            "method": "\(method.rawValue)", "path": "\(path)", "status": "\(statusLabel)",
+            "bytes": "\(bytes.map(String.init) ?? "-")", "duration_us": "\(micros)",
+        ]
+        if termination != .REQUEST_TERMINATED_COMPLETED_OK { metadata["termination"] = "\(termination.rawValue)" }
+        logger.info("request", metadata: metadata)
+    }
+
+    // MARK: The first call of a request
+
+    /// Reads the head, applies the protections, routes, and starts the exchange, or answers at once.
+    private func begin(
+        connection pointer: OpaquePointer, url: String, method rawMethod: String, version: String,
+        slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        var head = Head()
+        withUnsafeMutablePointer(to: &head) { headPointer in
+            _ = MHD_get_connection_values_n(pointer, .HEADER_KIND, Daemon.collectHeader, headPointer)
+            _ = MHD_get_connection_values_n(pointer, .GET_ARGUMENT_KIND, Daemon.collectArgument, headPointer)
+        }
+        let requestID = RequestID.accept(head.fields[.requestID]) ?? RequestID.generate()
+        var logger = self.logger
+        logger[metadataKey: "request_id"] = "\(requestID)"
+        let connection = Connection(pointer: pointer)
+        let method = HTTPRequest.Method(rawMethod)
+        let httpRequest = HTTPRequest(method: method ?? .get, scheme: nil, authority: head.fields[.hostField], path: url, headerFields: head.fields)
+        let reject = { (error: HTTPError, route: String, close: Bool) -> MHD_Result in
+            self.answerAtOnce(error, connection: connection, close: close, request: httpRequest, route: route, requestID: requestID, logger: logger)
+        }
+
+        guard let method else { return reject(HTTPError(.badRequest, detail: "malformed method"), "-", true) }
+        if let problem = head.problem { return reject(HTTPError(.badRequest, detail: problem), "-", true) }
+        let transferEncodings = head.fields[values: .transferEncoding]
+        let contentLengths = head.fields[values: .contentLength]
+        if !transferEncodings.isEmpty, !contentLengths.isEmpty {
+            return reject(HTTPError(.badRequest, detail: "Transfer-Encoding and Content-Length together are refused"), "-", true)
+        }
+        if !transferEncodings.isEmpty, transferEncodings.count > 1 || transferEncodings[0].lowercased() != "chunked" {
+            return reject(HTTPError(.badRequest, detail: "only the chunked transfer-coding is accepted"), "-", true)
+        }
+        if contentLengths.count > 1 { return reject(HTTPError(.badRequest, detail: "more than one Content-Length"), "-", true) }
+        let hosts = head.fields[values: .hostField]
+        if hosts.count > 1 || (version == "HTTP/1.1" && hosts.isEmpty) {
+            return reject(HTTPError(.badRequest, detail: "HTTP/1.1 requests need exactly one Host header"), "-", true)
+        }
+        let declaredLength = contentLengths.first.flatMap { Int($0) }
+        let hasBody = !transferEncodings.isEmpty || (declaredLength ?? 0) > 0
+
+        let route: Router.Route
+        let parameters: Parameters
+        switch router.match(method, path: Substring(url)) {
+        case .found(let found, let foundParameters):
+            route = found
+            parameters = foundParameters
+        case .notFound where hasBody:
+            return reject(HTTPError.notFound(path: Substring(url)), "unmatched", true)
+        case .methodNotAllowed(let allow) where hasBody:
+            return reject(HTTPError.methodNotAllowed(allow: allow), "unmatched", true)
+        case .notFound:
+            // Answered through an exchange like any route, so the connection stays open for the next request.
+            route = Self.unmatched(HTTPError.notFound(path: Substring(url)))
+            parameters = Parameters()
+        case .methodNotAllowed(let allow):
+            route = Self.unmatched(HTTPError.methodNotAllowed(allow: allow))
+            parameters = Parameters()
+        }
+        let limit = route.maxBodySize ?? configuration.maxBodySize
+        if let declaredLength, declaredLength > limit {
+            return reject(HTTPError.bodyTooLarge(limit: limit), route.template, true)
+        }
+        let request = Request(
+            head: httpRequest,
+            id: requestID,
+            parameters: parameters,
+            query: head.query,
+            remoteAddress: Self.clientAddress(pointer),
+            logger: logger
+        )
+        let multipart = hasBody && (head.fields[.contentType]?.lowercased().hasPrefix("multipart/form-data") ?? false)
+        let exchange = Exchange(
+            server: self,
+            connection: connection,
+            route: route,
+            request: request,
+            bodyLimit: limit,
+            multipart: multipart ? MultipartParser.make(for: pointer) : nil
+        )
+        live.withLock { $0.exchanges[ObjectIdentifier(exchange)] = exchange }
+        slot.pointee = Unmanaged.passRetained(exchange).toOpaque()
+        exchange.start(hasBody: hasBody)
+        return .YES
+    }
+
+    /// Answers from libmicrohttpd's thread without running a handler (protections, 404, 405, 413).
+    private func answerAtOnce(
+        _ error: HTTPError,
+        connection: Connection,
+        close: Bool,
+        request: HTTPRequest,
+        route: String,
+        requestID: String,
+        logger: Logger
+    ) -> MHD_Result {
+        let started = ContinuousClock.now
+        var response = error.response
+        response.headerFields[.requestID] = requestID
+        if close || isDraining { response.headerFields[.connection] = "close" }
+        guard let prepared = PreparedResponse.make(response, stream: nil) else { return .NO }
+        defer { prepared.release() }
+        let queued = connection.queue(prepared.pointer, status: prepared.status)
+        record(
+            method: request.method,
+            path: Substring(request.path ?? "/"),
+            route: route,
+            status: prepared.status,
+            bytes: prepared.bodySize,
+            started: started,
+            requestID: requestID,
+            logger: logger,
+            termination: .REQUEST_TERMINATED_COMPLETED_OK
+        )
+        return queued ? .YES : .NO
+    }
+
+    /// A route that answers `error`, for paths and methods no route takes.
+    private static func unmatched(_ error: HTTPError) -> Router.Route {
+        Router.Route(method: .get, template: "unmatched", maxBodySize: 0) { _ in throw error }
+    }
+
+    private static func clientAddress(_ connection: OpaquePointer) -> String? {
+        guard let address = herald_client_address(connection) else { return nil }
+        return SocketAddress.describe(address)
+    }
+
+    // MARK: C callbacks (static members of a nonisolated type: they run on libmicrohttpd's threads)
+
+    /// What the first call gathers from the connection.
+    private struct Head {
+        var fields = HTTPFields()
+        var query: [(name: String, value: String?)] = []
+        var problem: String?
+    }
+
+    private static let collectHeader: MHD_KeyValueIteratorN = { context, _, key, keySize, value, valueSize in
+        let head = context!.assumingMemoryBound(to: Head.self)
+        let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self)
+        let text = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) } ?? ""
+        guard let fieldName = HTTPField.Name(name) else {
+            head.pointee.problem = "malformed header field name"
+            return .YES
+        }
+        head.pointee.fields.append(HTTPField(name: fieldName, value: text))
+        return .YES
+    }
+
+    private static let collectArgument: MHD_KeyValueIteratorN = { context, _, key, keySize, value, valueSize in
+        let head = context!.assumingMemoryBound(to: Head.self)
+        let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self)
+        let text = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) }
+        head.pointee.query.append((name, text))
+        return .YES
+    }
+
+    private static let access: MHD_AccessHandlerCallback = { context, connection, url, method, version, data, size, slot in
+        guard let context, let connection, let slot, let size else { return .NO }
+        let daemon = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue()
+        guard let exchangePointer = slot.pointee else {
+            return daemon.begin(
+                connection: connection,
+                url: url.map { String(cString: $0) } ?? "/",
+                method: method.map { String(cString: $0) } ?? "",
+                version: version.map { String(cString: $0) } ?? "",
+                slot: slot
+            )
+        }
+        let exchange = Unmanaged<Exchange>.fromOpaque(exchangePointer).takeUnretainedValue()
+        if size.pointee > 0 {
+            let accepted = exchange.receive(UnsafeRawBufferPointer(start: data, count: size.pointee))
+            size.pointee = 0
+            return accepted ? .YES : .NO
+        }
+        return exchange.requestCompleted() ? .YES : .NO
+    }
+
+    private static let completed: MHD_RequestCompletedCallback = { context, _, slot, termination in
+        guard let context, let slot, let exchangePointer = slot.pointee else { return }
+        slot.pointee = nil
+        Unmanaged<Exchange>.fromOpaque(exchangePointer).takeRetainedValue().connectionClosed(termination)
+    }
+
+    private static let log: MHD_LogCallback = { context, format, arguments in
+        guard let context, let format, let arguments else { return }
+        let daemon = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue()
+        var buffer = [CChar](repeating: 0, count: 512)
+        _ = vsnprintf(&buffer, buffer.count, format, arguments)
+        let message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        daemon.logger.warning("libmicrohttpd: \(message.trimmingSuffix())")
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffix() -> Substring {
+        self[..<(self.lastIndex { !$0.isWhitespace }.map { self.index(after: $0) } ?? startIndex)]
+    }
+}

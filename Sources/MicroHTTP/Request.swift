@@ -1,0 +1,111 @@
+public import HTTPTypes
+public import Logging
+
+/// One HTTP request as a handler sees it.
+public struct Request: Sendable {
+    /// Method, path with query, and header fields.
+    public var head: HTTPRequest
+    /// The request id: the client's `X-Request-Id` when it sent a sane one, else a generated one.
+    public var id: String
+    /// Values of the route template's `{name}` segments.
+    public var parameters: Parameters
+    /// The decoded query arguments, in the order sent.
+    public var query: [(name: String, value: String?)]
+    /// The body, read as it arrives.
+    public var body: RequestBody
+    /// The client's IP address.
+    public var remoteAddress: String?
+    /// A logger carrying this request's id.
+    public var logger: Logger
+
+    public init(
+        head: HTTPRequest,
+        id: String = RequestID.generate(),
+        parameters: Parameters = Parameters(),
+        query: [(name: String, value: String?)] = [],
+        body: RequestBody = .empty,
+        remoteAddress: String? = nil,
+        logger: Logger = Logger(label: "MicroHTTP")
+    ) {
+        self.head = head
+        self.id = id
+        self.parameters = parameters
+        self.query = query
+        self.body = body
+        self.remoteAddress = remoteAddress
+        self.logger = logger
+    }
+
+    /// The path without the query.
+    public var path: Substring {
+        let full = head.path ?? "/"
+        return full[..<(full.firstIndex(of: "?") ?? full.endIndex)]
+    }
+
+    /// The last value of query argument `name` (`nil` when absent; `""` for `?name`).
+    public func queryValue(_ name: String) -> String? {
+        guard let item = query.last(where: { $0.name == name }) else { return nil }
+        return item.value ?? ""
+    }
+}
+
+/// The values of a route's path parameters.
+public struct Parameters: Sendable, Hashable {
+    private var values: [String: String]
+
+    public init(_ values: [String: String] = [:]) {
+        self.values = values
+    }
+
+    public subscript(_ name: String) -> String? {
+        get { values[name] }
+        set { values[name] = newValue }
+    }
+
+    /// The value of `name`, which the route template guarantees.
+    public func require(_ name: String) throws -> String {
+        guard let value = values[name] else {
+            throw HTTPError(.internalServerError, detail: "route has no parameter '\(name)'")
+        }
+        return value
+    }
+}
+
+/// Request ids: accepted from clients when short and printable, generated otherwise.
+public enum RequestID {
+    /// 32 lowercase hex digits from the system's random generator.
+    public static func generate() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let high = generator.next() as UInt64
+        let low = generator.next() as UInt64
+        return hex(high) + hex(low)
+    }
+
+    /// `candidate` if it is 1 to 128 characters of letters, digits, `-`, `_`, `.` or `:`.
+    public static func accept(_ candidate: String?) -> String? {
+        guard let candidate, !candidate.isEmpty, candidate.utf8.count <= 128 else { return nil }
+        let allowed = candidate.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+            case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: ":"): true
+            default: false
+            }
+        }
+        return allowed ? candidate : nil
+    }
+
+    private static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}
+
+extension HTTPField.Name {
+    /// `X-Request-Id`, echoed or generated on every response.
+    public static let requestID = HTTPField.Name("X-Request-Id")!
+}
+
+extension HTTPField.Name {
+    /// `Host`: swift-http-types keeps it as `authority`; libmicrohttpd hands it over as a plain field.
+    static let hostField = HTTPField.Name("Host")!
+}

@@ -1,0 +1,150 @@
+public import HTTPTypes
+import Logging
+
+/// An async handler for one route.
+public typealias Handler = @Sendable (Request) async throws -> Response
+
+/// Maps method and path to handlers; path templates name parameters as `{name}`.
+public struct Router: Sendable {
+    /// A registered route.
+    public struct Route: Sendable {
+        public let method: HTTPRequest.Method
+        /// The template as registered, e.g. `/v1/jobs/{id}`: the label for logs and metrics.
+        public let template: String
+        /// Body bytes accepted; `nil` means the server's default.
+        public let maxBodySize: Int?
+        let handler: Handler
+    }
+
+    /// What a method and path resolve to.
+    public enum Match: Sendable {
+        case found(Route, Parameters)
+        case notFound
+        case methodNotAllowed(allow: [HTTPRequest.Method])
+    }
+
+    private final class Node: @unchecked Sendable {
+        // @unchecked Sendable: mutated only while the router is built (copy-on-write below), read-only after.
+        var literals: [Substring: Node] = [:]
+        var parameter: (name: String, node: Node)?
+        var routes: [HTTPRequest.Method: Route] = [:]
+
+        func copy() -> Node {
+            let node = Node()
+            node.literals = literals.mapValues { $0.copy() }
+            node.parameter = parameter.map { ($0.name, $0.node.copy()) }
+            node.routes = routes
+            return node
+        }
+    }
+
+    private var root = Node()
+
+    public init() {}
+
+    /// Adds a route; a later one with the same method and template replaces the earlier.
+    public mutating func on(_ method: HTTPRequest.Method, _ template: String, maxBodySize: Int? = nil, use handler: @escaping Handler) {
+        if !isKnownUniquelyReferenced(&root) { root = root.copy() }
+        var node = root
+        for segment in Self.segments(of: Substring(template)) {
+            if segment.hasPrefix("{"), segment.hasSuffix("}") {
+                let name = String(segment.dropFirst().dropLast())
+                if let parameter = node.parameter {
+                    precondition(parameter.name == name, "conflicting parameter names at \(template)")
+                    node = parameter.node
+                } else {
+                    let child = Node()
+                    node.parameter = (name, child)
+                    node = child
+                }
+            } else if let child = node.literals[segment] {
+                node = child
+            } else {
+                let child = Node()
+                node.literals[segment] = child
+                node = child
+            }
+        }
+        node.routes[method] = Route(method: method, template: template, maxBodySize: maxBodySize, handler: handler)
+    }
+
+    public mutating func get(_ template: String, use handler: @escaping Handler) { on(.get, template, use: handler) }
+    public mutating func post(_ template: String, maxBodySize: Int? = nil, use handler: @escaping Handler) {
+        on(.post, template, maxBodySize: maxBodySize, use: handler)
+    }
+    public mutating func delete(_ template: String, use handler: @escaping Handler) { on(.delete, template, use: handler) }
+
+    /// Resolves a decoded path (no query). Literal segments win over parameters; `HEAD` falls back to `GET`.
+    public func match(_ method: HTTPRequest.Method, path: Substring) -> Match {
+        var parameters = Parameters()
+        guard let node = Self.find(Self.segments(of: path)[...], in: root, &parameters) else { return .notFound }
+        if let route = node.routes[method] ?? (method == .head ? node.routes[.get] : nil) {
+            return .found(route, parameters)
+        }
+        var allow = node.routes.keys.sorted { $0.rawValue < $1.rawValue }
+        if node.routes[.get] != nil, node.routes[.head] == nil { allow.append(.head) }
+        return .methodNotAllowed(allow: allow)
+    }
+
+    /// The node with routes for `segments`, trying the literal child before the parameter (backtracking).
+    private static func find(_ segments: ArraySlice<Substring>, in node: Node, _ parameters: inout Parameters) -> Node? {
+        guard let segment = segments.first else { return node.routes.isEmpty ? nil : node }
+        if let child = node.literals[segment], let found = find(segments.dropFirst(), in: child, &parameters) {
+            return found
+        }
+        guard let parameter = node.parameter else { return nil }
+        let previous = parameters[parameter.name]
+        parameters[parameter.name] = String(segment)
+        if let found = find(segments.dropFirst(), in: parameter.node, &parameters) { return found }
+        parameters[parameter.name] = previous
+        return nil
+    }
+
+    /// Routes and runs `request` without a socket: what the server does after reading the head.
+    public func respond(to request: Request) async -> Response {
+        var request = request
+        switch match(request.head.method, path: request.path) {
+        case .found(let route, let parameters):
+            request.parameters = parameters
+            return await Self.run(route, request)
+        case .notFound:
+            return HTTPError.notFound(path: request.path).response
+        case .methodNotAllowed(let allow):
+            return HTTPError.methodNotAllowed(allow: allow).response
+        }
+    }
+
+    /// Runs a route's handler, turning thrown errors into problem responses.
+    static func run(_ route: Route, _ request: Request) async -> Response {
+        do {
+            return try await route.handler(request)
+        } catch let error as HTTPError {
+            return error.response
+        } catch is CancellationError {
+            return HTTPError(.serviceUnavailable, detail: "the request was cancelled").response
+        } catch {
+            request.logger.error("unhandled error", metadata: ["error": "\(error)", "route": "\(route.template)"])
+            return HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
+        }
+    }
+
+    private static func segments(of path: Substring) -> [Substring] {
+        path.split(separator: "/", omittingEmptySubsequences: true)
+    }
+}
+
+extension HTTPError {
+    /// 404 for a path no route matches.
+    public static func notFound(path: Substring) -> HTTPError {
+        HTTPError(.notFound, detail: "no resource at \(path)")
+    }
+
+    /// 405 with the `Allow` header.
+    public static func methodNotAllowed(allow: [HTTPRequest.Method]) -> HTTPError {
+        HTTPError(
+            .methodNotAllowed,
+            detail: "allowed: \(allow.map(\.rawValue).joined(separator: ", "))",
+            headerFields: [.allow: allow.map(\.rawValue).joined(separator: ", ")]
+        )
+    }
+}

@@ -1,0 +1,110 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import HeraldStorage
+import Logging
+import MicroHTTP
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+import Testing
+
+@testable import HeraldApp
+
+/// Builds Herald on a temporary data directory and 127.0.0.1:0, runs it while `body` runs, then shuts it down.
+func withHerald<T: Sendable>(
+    _ body: @Sendable (_ base: String, _ group: ServiceGroup, _ application: Application) async throws -> T
+) async throws -> T {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    var logger = Logger(label: "HeraldAppTests")
+    logger.logLevel = .warning
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    let application = try Application.build(
+        configuration: HeraldConfiguration(host: "127.0.0.1", port: 0, dataDirectory: directory, logLevel: .warning),
+        logger: logger
+    ) { port in
+        continuation.yield(port)
+        continuation.finish()
+    }
+    let group = ServiceGroup(configuration: .init(services: application.services, logger: logger))
+    return try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
+        let port = try #require(await ports.first { _ in true })
+        do {
+            let result = try await body("http://127.0.0.1:\(port)", group, application)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+            return result
+        } catch {
+            await group.triggerGracefulShutdown()
+            try? await tasks.waitForAll()
+            throw error
+        }
+    }
+}
+
+func get(_ url: String) async throws -> (HTTPResponseStatus, HTTPHeaders, String) {
+    let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
+    return (response.status, response.headers, String(buffer: try await response.body.collect(upTo: 4 << 20)))
+}
+
+@Suite("Herald operations endpoints", .serialized, .timeLimit(.minutes(1)))
+struct ApplicationTests {
+    @Test func healthzAndReadyzAreOK() async throws {
+        try await withHerald { base, _, _ in
+            let (health, headers, body) = try await get("\(base)/healthz")
+            #expect(health == .ok)
+            #expect(body == #"{"status":"ok"}"#)
+            #expect(headers["Content-Type"] == ["application/json"])
+            let (ready, _, _) = try await get("\(base)/readyz")
+            #expect(ready == .ok)
+        }
+    }
+
+    @Test func servesTheProjectsOpenAPIDocument() async throws {
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let expected = try String(contentsOf: source.appendingPathComponent("openapi.yaml"), encoding: .utf8)
+        try await withHerald { base, _, _ in
+            let (status, headers, body) = try await get("\(base)/openapi.yaml")
+            #expect(status == .ok)
+            #expect(headers["Content-Type"] == ["application/yaml"])
+            #expect(body.trimmingCharacters(in: .whitespacesAndNewlines) == expected.trimmingCharacters(in: .whitespacesAndNewlines))
+            #expect(body.contains("openapi: 3.1"))
+        }
+    }
+
+    @Test func metricsCountRequestsByRouteAndStatus() async throws {
+        try await withHerald { base, _, _ in
+            _ = try await get("\(base)/healthz")
+            _ = try await get("\(base)/no-such-thing")
+            let (status, headers, body) = try await get("\(base)/metrics")
+            #expect(status == .ok)
+            #expect(headers["Content-Type"].first?.hasPrefix("text/plain") == true)
+            #expect(body.contains(#"http_requests_total{method="GET",route="/healthz",status="200"}"#))
+            #expect(body.contains(#"http_requests_total{method="GET",route="unmatched",status="404"}"#))
+            #expect(body.contains("http_request_duration_seconds_bucket"))
+        }
+    }
+
+    @Test func readyzTurns503WhenShutdownBegins() async throws {
+        try await withHerald { _, _, application in
+            let request = Request(head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/readyz"))
+            #expect(await application.router.respond(to: request).status == .ok)
+            // What the readiness service does when the group signals graceful shutdown (it is listed last, so hears it first).
+            application.readiness.beginDraining()
+            let draining = await application.router.respond(to: request)
+            #expect(draining.status == .serviceUnavailable)
+            #expect(draining.headerFields[.retryAfter] != nil)
+            #expect(draining.headerFields[.contentType] == "application/problem+json")
+        }
+    }
+
+    @Test func databaseLivesInTheDataDirectoryWithEveryMigration() async throws {
+        try await withHerald { _, _, application in
+            #expect(application.storage.path.hasSuffix("/herald.sqlite"))
+            #expect(FileManager.default.fileExists(atPath: application.storage.path))
+            #expect(await application.storage.isReachable())
+        }
+    }
+}

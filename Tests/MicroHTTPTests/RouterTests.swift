@@ -1,0 +1,91 @@
+import Foundation
+import HTTPTypes
+import MicroHTTP
+import Testing
+
+@Suite("Router without sockets")
+struct RouterTests {
+    struct Failure: Error {}
+
+    let router: Router = {
+        var router = Router()
+        router.get("/v1/jobs/{id}") { request in .text("job \(try request.parameters.require("id"))") }
+        router.get("/v1/jobs/latest") { _ in .text("latest") }
+        router.post("/v1/jobs/{id}/cancel") { request in .text("cancel \(request.parameters["id"] ?? "")") }
+        router.delete("/v1/jobs/{id}") { _ in Response(status: .noContent) }
+        router.get("/teapot") { _ in throw HTTPError(.init(code: 418), detail: "short and stout") }
+        router.get("/boom") { _ in throw Failure() }
+        return router
+    }()
+
+    func respond(_ method: HTTPRequest.Method, _ path: String) async -> Response {
+        await router.respond(to: Request(head: HTTPRequest(method: method, scheme: nil, authority: nil, path: path)))
+    }
+
+    func problem(_ response: Response) throws -> [String: Any] {
+        #expect(response.headerFields[.contentType] == "application/problem+json")
+        let bytes = try #require(response.body.bytes)
+        return try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
+    }
+
+    @Test func pathParameters() async throws {
+        let response = await respond(.get, "/v1/jobs/abc")
+        #expect(response.status == .ok)
+        #expect(response.body.bytes == Array("job abc".utf8))
+    }
+
+    @Test func literalSegmentsWinOverParameters() async {
+        #expect(await respond(.get, "/v1/jobs/latest").body.bytes == Array("latest".utf8))
+        #expect(await respond(.post, "/v1/jobs/latest/cancel").body.bytes == Array("cancel latest".utf8))
+    }
+
+    @Test func headFallsBackToGet() async {
+        #expect(await respond(.head, "/v1/jobs/x").status == .ok)
+    }
+
+    @Test func unknownPathIs404Problem() async throws {
+        let response = await respond(.get, "/v1/nothing")
+        #expect(response.status == .notFound)
+        let body = try problem(response)
+        #expect(body["status"] as? Int == 404)
+        #expect(body["title"] as? String == "Not Found")
+        #expect(body["type"] as? String == "about:blank")
+    }
+
+    @Test func wrongMethodIs405WithAllow() async throws {
+        let response = await respond(.put, "/v1/jobs/x")
+        #expect(response.status == .methodNotAllowed)
+        #expect(response.headerFields[.allow] == "DELETE, GET, HEAD")
+        #expect(try problem(response)["status"] as? Int == 405)
+    }
+
+    @Test func thrownHTTPErrorBecomesItsProblem() async throws {
+        let response = await respond(.get, "/teapot")
+        #expect(response.status.code == 418)
+        #expect(try problem(response)["detail"] as? String == "short and stout")
+    }
+
+    @Test func unknownErrorIs500ProblemNamingTheRequest() async throws {
+        let request = Request(head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/boom"), id: "req-42")
+        let response = await router.respond(to: request)
+        #expect(response.status == .internalServerError)
+        let detail = try #require(try problem(response)["detail"] as? String)
+        #expect(detail.contains("req-42"))
+    }
+
+    @Test func validationErrorsAreListed() throws {
+        let error = HTTPError(.unprocessableContent, errors: [.init(pointer: "/media_ids/1", detail: "unknown media")])
+        let body = try problem(error.response)
+        let errors = try #require(body["errors"] as? [[String: String]])
+        #expect(errors == [["pointer": "/media_ids/1", "detail": "unknown media"]])
+    }
+
+    @Test(arguments: ["abc-123", "A.b_c:d"]) func saneRequestIDsAreAccepted(_ id: String) {
+        #expect(RequestID.accept(id) == id)
+    }
+
+    @Test(arguments: ["", "has space", "x\r\ny", String(repeating: "a", count: 129)]) func otherRequestIDsAreReplaced(_ id: String) {
+        #expect(RequestID.accept(id) == nil)
+        #expect(RequestID.generate().count == 32)
+    }
+}

@@ -1,0 +1,274 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import MicroHTTP
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+@Suite("Server on 127.0.0.1", .serialized, .timeLimit(.minutes(2)))
+struct ServerTests {
+    @Test func answersAndEchoesTheRequestID() async throws {
+        var router = Router()
+        router.get("/hello/{name}") { request in
+            .text("hello \(request.parameters["name"] ?? "") from \(request.remoteAddress ?? "?") q=\(request.queryValue("q") ?? "-")")
+        }
+        try await withLiveServer(router) { port, _ in
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/hello/swift?q=1%202")
+            request.headers.add(name: "X-Request-Id", value: "abc-1")
+            let response = try await httpClient.execute(request, timeout: .seconds(10))
+            #expect(response.status == .ok)
+            #expect(response.headers["X-Request-Id"] == ["abc-1"])
+            #expect(try await response.text() == "hello swift from 127.0.0.1 q=1 2")
+
+            let generated = try await httpClient.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/hello/x"), timeout: .seconds(10))
+            #expect(generated.headers["X-Request-Id"].first?.count == 32)
+        }
+    }
+
+    @Test func unknownPathAndMethodAreProblems() async throws {
+        var router = Router()
+        router.get("/only-get") { _ in .text("ok") }
+        try await withLiveServer(router) { port, _ in
+            let missing = try await httpClient.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/nope"), timeout: .seconds(10))
+            #expect(missing.status == .notFound)
+            #expect(missing.headers["Content-Type"] == ["application/problem+json"])
+            #expect(try await missing.text().contains(#""status":404"#))
+
+            var post = HTTPClientRequest(url: "http://127.0.0.1:\(port)/only-get")
+            post.method = .POST
+            let wrong = try await httpClient.execute(post, timeout: .seconds(10))
+            #expect(wrong.status == .methodNotAllowed)
+            #expect(wrong.headers["Allow"] == ["GET, HEAD"])
+            #expect(try await wrong.text().contains(#""status":405"#))
+        }
+    }
+
+    @Test func streamedUploadKeepsMemoryBounded() async throws {
+        let size = 64 << 20
+        var router = Router()
+        router.post("/upload", maxBodySize: size) { request in
+            var total = 0
+            var largest = 0
+            var checksum: UInt64 = 0
+            for try await chunk in request.body {
+                total += chunk.count
+                largest = max(largest, chunk.count)
+                checksum = chunk.reduce(checksum) { ($0 &* 31) &+ UInt64($1) }
+            }
+            return .text("\(total) \(largest) \(checksum)")
+        }
+        try await withLiveServer(router) { port, _ in
+            let block = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            var expected: UInt64 = 0
+            for _ in 0..<(size >> 20) { expected = block.reduce(expected) { ($0 &* 31) &+ UInt64($1) } }
+            PeakMemory.reset()
+            let before = PeakMemory.kibibytes()
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/upload")
+            request.method = .POST
+            let blocks = Blocks(block: block, count: size >> 20)
+            request.body = .stream(blocks, length: .known(Int64(size)))
+            let response = try await httpClient.execute(request, timeout: .seconds(60))
+            #expect(response.status == .ok)
+            let parts = try await response.text().split(separator: " ")
+            #expect(parts.first == "\(size)")
+            #expect((Int(parts[1]) ?? .max) <= 64 << 10, "chunks come as libmicrohttpd reads them")
+            #expect(parts.last == "\(expected)")
+            let growth = PeakMemory.kibibytes() - before
+            #expect(growth < 24 << 10, "peak memory grew by \(growth) KiB for a 64 MiB body")
+        }
+    }
+
+    @Test func bodyOverTheRouteLimitIs413AndNeverReachesTheHandler() async throws {
+        let handled = Mutex(0)
+        var router = Router()
+        router.post("/small", maxBodySize: 1000) { request in
+            handled.withLock { $0 += 1 }
+            return .text("\(try await request.body.collect(upTo: 1000).count)")
+        }
+        try await withLiveServer(router) { port, _ in
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/small")
+            request.method = .POST
+            request.body = .bytes(ByteBuffer(repeating: 1, count: 1001))
+            let response = try await httpClient.execute(request, timeout: .seconds(10))
+            #expect(response.status == .payloadTooLarge)
+            #expect(try await response.text().contains(#""status":413"#))
+
+            // Chunked bodies have no declared length: the connection is cut when the limit is passed.
+            let chunk = String(repeating: "x", count: 600)
+            let raw = try await rawExchange(
+                port: port,
+                "POST /small HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n\(chunk)\r\n258\r\n\(chunk)\r\n0\r\n\r\n"
+            )
+            #expect(!raw.contains("200 OK"))
+
+            request.body = .bytes(ByteBuffer(repeating: 1, count: 1000))
+            let fits = try await httpClient.execute(request, timeout: .seconds(10))
+            #expect(try await fits.text() == "1000")
+        }
+        #expect(handled.withLock { $0 } == 2, "the 413 by Content-Length is answered before the handler runs")
+    }
+
+    @Test(arguments: [
+        "POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\nhello",
+        "POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+        "GET /echo HTTP/1.1\r\n\r\n",
+    ])
+    func smugglingShapesAre400AndClose(_ raw: String) async throws {
+        var router = Router()
+        router.on(.get, "/echo") { _ in .text("get") }
+        router.post("/echo") { request in .text(String(decoding: try await request.body.collect(upTo: 100), as: UTF8.self)) }
+        try await withLiveServer(router) { port, _ in
+            let answer = try await rawExchange(port: port, raw)
+            #expect(answer.hasPrefix("HTTP/1.1 400"), "\(answer)")
+            #expect(answer.lowercased().contains("connection: close"))
+            #expect(!answer.contains("hello"))
+        }
+    }
+
+    @Test func chunkedBodiesAreRead() async throws {
+        var router = Router()
+        router.post("/echo") { request in .text(String(decoding: try await request.body.collect(upTo: 100), as: UTF8.self)) }
+        try await withLiveServer(router) { port, _ in
+            let answer = try await rawExchange(
+                port: port,
+                "POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+            )
+            #expect(answer.hasPrefix("HTTP/1.1 200"))
+            #expect(answer.hasSuffix("hello world"))
+        }
+    }
+
+    @Test func fiftyConcurrentSlowHandlersAllRunAtOnce() async throws {
+        let count = 50
+        let gate = Gate(expected: count)
+        var router = Router()
+        router.get("/slow") { _ in
+            // Every handler waits until all 50 are inside: only possible if no libmicrohttpd thread is blocked.
+            await gate.arriveAndWait()
+            try await Task.sleep(for: .milliseconds(200))
+            return .text("done")
+        }
+        try await withLiveServer(router) { port, _ in
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponseStatus.self) { group in
+                for _ in 0..<count {
+                    group.addTask {
+                        let response = try await httpClient.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/slow"), timeout: .seconds(30))
+                        _ = try await response.text()
+                        return response.status
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.count == count)
+            #expect(statuses.allSatisfy { $0 == .ok })
+            #expect(gate.arrived == count)
+        }
+    }
+
+    @Test func gracefulShutdownLetsTheRequestInFlightFinish() async throws {
+        let entered = Gate(expected: 2)  // the handler and the test
+        let release = Gate(expected: 2)
+        var router = Router()
+        router.get("/inflight") { _ in
+            await entered.arriveAndWait()
+            await release.arriveAndWait()
+            return .text("finished")
+        }
+        try await withLiveServer(router) { port, group in
+            async let response = httpClient.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/inflight"), timeout: .seconds(30))
+            await entered.arriveAndWait()
+            await group.triggerGracefulShutdown()
+            // New connections are refused once the server quiesced, while the request in flight still waits.
+            var refused = false
+            for _ in 0..<100 where !refused {
+                refused = (try? await rawExchange(port: port, "GET /inflight HTTP/1.1\r\nHost: x\r\n\r\n")) == nil
+                if !refused { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(refused)
+            await release.arriveAndWait()
+            let finished = try await response
+            #expect(finished.status == .ok)
+            #expect(finished.headers["Connection"].first?.lowercased() == "close")
+            #expect(try await finished.text() == "finished")
+        }
+    }
+
+    @Test func multipartPartsStreamThroughThePostProcessor() async throws {
+        var router = Router()
+        router.post("/form") { request in
+            var summary: [String] = []
+            var size = 0
+            for try await event in try request.body.multipart(limits: MultipartLimits(maxParts: 4, maxFieldSize: 100, maxFileSize: 1 << 20)) {
+                switch event {
+                case .partStart(let name, let filename, let type): summary.append("\(name):\(filename ?? "-"):\(type ?? "-")")
+                case .data(let bytes): size += bytes.count
+                case .partEnd: summary.append("end")
+                }
+            }
+            return .text(summary.joined(separator: ",") + " \(size)")
+        }
+        try await withLiveServer(router) { port, _ in
+            let file = String(repeating: "z", count: 100_000)
+            let body =
+                "--XyZ\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\nhi there\r\n"
+                + "--XyZ\r\nContent-Disposition: form-data; name=\"media\"; filename=\"a.png\"\r\nContent-Type: image/png\r\n\r\n\(file)\r\n"
+                + "--XyZ--\r\n"
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/form")
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "multipart/form-data; boundary=XyZ")
+            request.body = .bytes(ByteBuffer(string: body))
+            let response = try await httpClient.execute(request, timeout: .seconds(10))
+            #expect(response.status == .ok)
+            #expect(try await response.text() == "text:-:-,end,media:a.png:image/png,end \(8 + 100_000)")
+
+            let tooMany = (0..<5).map { "--XyZ\r\nContent-Disposition: form-data; name=\"f\($0)\"\r\n\r\nv\r\n" }.joined() + "--XyZ--\r\n"
+            request.body = .bytes(ByteBuffer(string: tooMany))
+            let rejected = try await httpClient.execute(request, timeout: .seconds(10))
+            #expect(rejected.status == .payloadTooLarge)
+        }
+    }
+
+    @Test func streamedResponsesArriveInOrder() async throws {
+        var router = Router()
+        router.get("/stream") { _ in
+            Response(
+                headerFields: [.contentType: "text/event-stream"],
+                body: .stream { writer in
+                    for index in 0..<200 {
+                        try await writer.write("data: \(index)\n\n")
+                        if index % 50 == 0 { await Task.yield() }
+                    }
+                })
+        }
+        try await withLiveServer(router) { port, _ in
+            let response = try await httpClient.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/stream"), timeout: .seconds(10))
+            #expect(response.status == .ok)
+            let expected = (0..<200).map { "data: \($0)\n\n" }.joined()
+            #expect(try await response.text() == expected)
+        }
+    }
+}
+
+/// `count` copies of `block`, made one at a time as the client asks: the upload itself holds no more than one.
+struct Blocks: AsyncSequence, Sendable {
+    let block: [UInt8]
+    let count: Int
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(block: block, remaining: count) }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let block: [UInt8]
+        var remaining: Int
+
+        mutating func next() async -> ByteBuffer? {
+            guard remaining > 0 else { return nil }
+            remaining -= 1
+            return ByteBuffer(bytes: block)
+        }
+    }
+}
