@@ -11,8 +11,9 @@ RUN mkdir -p Sources && swift package resolve
 COPY . .
 RUN swift build -c release --product herald --static-swift-stdlib \
     && mkdir -p /staging \
-    && cp "$(swift build -c release --show-bin-path)/herald" /staging/ \
-    && cp /usr/libexec/swift/linux/swift-backtrace-static /staging/ 2>/dev/null || true
+    && cp "$(swift build -c release --show-bin-path)/herald" /staging/
+# The crash backtracer the official Swift server images ship beside the binary.
+RUN if [ -x /usr/libexec/swift/linux/swift-backtrace-static ]; then cp /usr/libexec/swift/linux/swift-backtrace-static /staging/; fi
 
 # Run: only the shared libraries the binary needs (migrations and openapi.yaml are embedded).
 FROM debian:bookworm-slim

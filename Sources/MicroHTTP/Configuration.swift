@@ -19,6 +19,8 @@ public struct ServerConfiguration: Sendable {
     /// Body bytes buffered for a slow handler before the connection stops reading (backpressure).
     public var bodyBufferSize: Int
     /// Memory libmicrohttpd may use per connection for headers and its read buffer.
+    ///
+    /// libmicrohttpd zeroes this pool between requests on a keep-alive connection: bigger costs every request.
     public var connectionMemoryLimit: Int
     /// The name this server gives itself in logs.
     public var serverName: String
@@ -32,7 +34,7 @@ public struct ServerConfiguration: Sendable {
         connectionTimeout: Int = 30,
         maxBodySize: Int = 1 << 20,
         bodyBufferSize: Int = 256 << 10,
-        connectionMemoryLimit: Int = 64 << 10,
+        connectionMemoryLimit: Int = 32 << 10,
         serverName: String = "MicroHTTP"
     ) {
         self.host = host

@@ -22,6 +22,8 @@ final class Daemon: Sendable {
     let configuration: ServerConfiguration
     let logger: Logger
     private let live = Mutex(Live())
+    /// Metric handles by method, route and status: made once, not per request.
+    private let meters = Mutex([MeterKey: Meters]())
     /// The `MHD_Daemon`, set once started. `nonisolated(unsafe)`: written before any callback can run, then only read.
     nonisolated(unsafe) private var handle: OpaquePointer?
     nonisolated(unsafe) private(set) var port = 0
@@ -103,7 +105,7 @@ final class Daemon: Sendable {
             bytes: bytes,
             started: exchange.started,
             requestID: exchange.request.id,
-            logger: exchange.request.logger,
+            logger: logger,
             termination: termination
         )
         for continuation in drained { continuation.resume() }
@@ -123,8 +125,18 @@ final class Daemon: Sendable {
     ) {
         let elapsed = ContinuousClock.now - started
         let statusLabel = status.map(String.init) ?? "aborted"
-        Counter(label: "http_requests_total", dimensions: [("method", method.rawValue), ("route", route), ("status", statusLabel)]).increment()
-        Timer(label: "http_request_duration_seconds", dimensions: [("method", method.rawValue), ("route", route)]).record(duration: elapsed)
+        let key = MeterKey(method: method.rawValue, route: route, status: status)
+        let meter = meters.withLock { meters in
+            if let meter = meters[key] { return meter }
+            let meter = Meters(
+                requests: Counter(label: "http_requests_total", dimensions: [("method", key.method), ("route", route), ("status", statusLabel)]),
+                duration: Timer(label: "http_request_duration_seconds", dimensions: [("method", key.method), ("route", route)])
+            )
+            meters[key] = meter
+            return meter
+        }
+        meter.requests.increment()
+        meter.duration.record(duration: elapsed)
         guard logger.logLevel <= .info else { return }
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var metadata: Logger.Metadata = [
@@ -132,7 +144,19 @@ final class Daemon: Sendable {
             "bytes": "\(bytes.map(String.init) ?? "-")", "duration_us": "\(micros)",
         ]
         if termination != .REQUEST_TERMINATED_COMPLETED_OK { metadata["termination"] = "\(termination.rawValue)" }
+        metadata["request_id"] = "\(requestID)"
         logger.info("request", metadata: metadata)
+    }
+
+    private struct MeterKey: Hashable {
+        var method: String
+        var route: String
+        var status: Int?
+    }
+
+    private struct Meters: Sendable {
+        let requests: Counter
+        let duration: Timer
     }
 
     // MARK: The first call of a request
@@ -147,20 +171,19 @@ final class Daemon: Sendable {
             _ = MHD_get_connection_values_n(pointer, .HEADER_KIND, Daemon.collectHeader, headPointer)
             _ = MHD_get_connection_values_n(pointer, .GET_ARGUMENT_KIND, Daemon.collectArgument, headPointer)
         }
-        let requestID = RequestID.accept(head.fields[.requestID]) ?? RequestID.generate()
-        var logger = self.logger
-        logger[metadataKey: "request_id"] = "\(requestID)"
+        let requestID = RequestID.accept(head.requestID) ?? RequestID.generate()
         let connection = Connection(pointer: pointer)
         let method = HTTPRequest.Method(rawMethod)
-        let httpRequest = HTTPRequest(method: method ?? .get, scheme: nil, authority: head.fields[.hostField], path: url, headerFields: head.fields)
+        let httpRequest = HTTPRequest(method: method ?? .get, scheme: nil, authority: head.hosts.first, path: url, headerFields: head.fields)
+        let logger = self.logger
         let reject = { (error: HTTPError, route: String, close: Bool) -> MHD_Result in
             self.answerAtOnce(error, connection: connection, close: close, request: httpRequest, route: route, requestID: requestID, logger: logger)
         }
 
         guard let method else { return reject(HTTPError(.badRequest, detail: "malformed method"), "-", true) }
         if let problem = head.problem { return reject(HTTPError(.badRequest, detail: problem), "-", true) }
-        let transferEncodings = head.fields[values: .transferEncoding]
-        let contentLengths = head.fields[values: .contentLength]
+        let transferEncodings = head.transferEncodings
+        let contentLengths = head.contentLengths
         if !transferEncodings.isEmpty, !contentLengths.isEmpty {
             return reject(HTTPError(.badRequest, detail: "Transfer-Encoding and Content-Length together are refused"), "-", true)
         }
@@ -168,7 +191,7 @@ final class Daemon: Sendable {
             return reject(HTTPError(.badRequest, detail: "only the chunked transfer-coding is accepted"), "-", true)
         }
         if contentLengths.count > 1 { return reject(HTTPError(.badRequest, detail: "more than one Content-Length"), "-", true) }
-        let hosts = head.fields[values: .hostField]
+        let hosts = head.hosts
         if hosts.count > 1 || (version == "HTTP/1.1" && hosts.isEmpty) {
             return reject(HTTPError(.badRequest, detail: "HTTP/1.1 requests need exactly one Host header"), "-", true)
         }
@@ -202,16 +225,17 @@ final class Daemon: Sendable {
             id: requestID,
             parameters: parameters,
             query: head.query,
-            remoteAddress: Self.clientAddress(pointer),
+            peer: PeerAddress(herald_client_address(pointer)),
             logger: logger
         )
-        let multipart = hasBody && (head.fields[.contentType]?.lowercased().hasPrefix("multipart/form-data") ?? false)
+        let multipart = hasBody && (head.contentType?.lowercased().hasPrefix("multipart/form-data") ?? false)
         let exchange = Exchange(
             server: self,
             connection: connection,
             route: route,
             request: request,
             bodyLimit: limit,
+            declaredLength: declaredLength,
             multipart: multipart ? MultipartParser.make(for: pointer) : nil
         )
         live.withLock { $0.exchanges[ObjectIdentifier(exchange)] = exchange }
@@ -256,11 +280,6 @@ final class Daemon: Sendable {
         Router.Route(method: .get, template: "unmatched", maxBodySize: 0) { _ in throw error }
     }
 
-    private static func clientAddress(_ connection: OpaquePointer) -> String? {
-        guard let address = herald_client_address(connection) else { return nil }
-        return SocketAddress.describe(address)
-    }
-
     // MARK: C callbacks (static members of a nonisolated type: they run on libmicrohttpd's threads)
 
     /// What the first call gathers from the connection.
@@ -268,6 +287,12 @@ final class Daemon: Sendable {
         var fields = HTTPFields()
         var query: [(name: String, value: String?)] = []
         var problem: String?
+        // The fields the protections and routing need, noted as they pass (saves lookups in `fields`).
+        var hosts: [String] = []
+        var contentLengths: [String] = []
+        var transferEncodings: [String] = []
+        var contentType: String?
+        var requestID: String?
     }
 
     private static let collectHeader: MHD_KeyValueIteratorN = { context, _, key, keySize, value, valueSize in
@@ -279,6 +304,14 @@ final class Daemon: Sendable {
             return .YES
         }
         head.pointee.fields.append(HTTPField(name: fieldName, value: text))
+        switch fieldName {
+        case .hostField: head.pointee.hosts.append(text)
+        case .contentLength: head.pointee.contentLengths.append(text)
+        case .transferEncoding: head.pointee.transferEncodings.append(text)
+        case .contentType: head.pointee.contentType = text
+        case .requestID: head.pointee.requestID = text
+        default: break
+        }
         return .YES
     }
 

@@ -41,17 +41,27 @@ final class Exchange: BodySource, Sendable {
     let route: Router.Route
     let request: Request
     let bodyLimit: Int
+    let declaredLength: Int?
     let started: ContinuousClock.Instant
     private let server: Daemon
     private let parser: MultipartParser?
     private let state = Mutex(State())
 
-    init(server: Daemon, connection: Connection, route: Router.Route, request: Request, bodyLimit: Int, multipart: MultipartParser?) {
+    init(
+        server: Daemon,
+        connection: Connection,
+        route: Router.Route,
+        request: Request,
+        bodyLimit: Int,
+        declaredLength: Int?,
+        multipart: MultipartParser?
+    ) {
         self.server = server
         self.connection = connection
         self.route = route
         self.request = request
         self.bodyLimit = bodyLimit
+        self.declaredLength = declaredLength
         self.started = .now
         self.parser = multipart
     }
@@ -60,13 +70,19 @@ final class Exchange: BodySource, Sendable {
 
     /// Starts the handler at once; libmicrohttpd's final call (or the body) follows.
     ///
+    /// The handler runs inline on libmicrohttpd's thread until its first suspension (`Task.immediate`): one that
+    /// never suspends has its answer ready for the final call, with no thread hop and no suspend/resume at all.
     /// The answer is queued only at the final call: one queued at the first call makes libmicrohttpd close the
     /// connection after it (it treats it as an early refusal), which would end keep-alive.
     func start(hasBody: Bool) {
-        state.withLock { state in
-            if !hasBody { state.bodyEnd = .finished }
-            state.task = Task { await self.run() }
+        if !hasBody { state.withLock { $0.bodyEnd = .finished } }
+        // Not under the lock: the handler may run to completion right here, and delivering takes the lock.
+        let task = Task.immediate { await self.run() }
+        let cancelled = state.withLock { state -> Bool in
+            state.task = task
+            return state.closed
         }
+        if cancelled { task.cancel() }
     }
 
     /// Takes body bytes from libmicrohttpd. `false` tells it to close the connection (the body is over its limit).
@@ -150,13 +166,16 @@ final class Exchange: BodySource, Sendable {
     }
 
     func nextChunk() async throws -> [UInt8]? {
-        if let ready = try takeBuffered() { return ready.chunk }
+        let lowWater = server.configuration.bodyBufferSize / 2
+        if case .ready(let chunk) = try state.withLock({ try Self.take(&$0, connection: connection, lowWater: lowWater) }) {
+            return chunk
+        }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8]?, any Error>) in
                 let ready: Result<[UInt8]?, any Error>? = state.withLock { state in
                     do {
-                        if let ready = try Self.take(&state, connection: connection, lowWater: server.configuration.bodyBufferSize / 2) {
-                            return .success(ready.chunk)
+                        if case .ready(let chunk) = try Self.take(&state, connection: connection, lowWater: lowWater) {
+                            return .success(chunk)
                         }
                     } catch {
                         return .failure(error)
@@ -178,12 +197,16 @@ final class Exchange: BodySource, Sendable {
 
     func multipartParser() -> MultipartParser? { parser }
 
-    private func takeBuffered() throws -> (chunk: [UInt8]?, Void)? {
-        try state.withLock { try Self.take(&$0, connection: connection, lowWater: server.configuration.bodyBufferSize / 2) }
+    /// What the body consumer finds in the buffer.
+    private enum Take {
+        /// A chunk, or `nil` at the end of the body.
+        case ready([UInt8]?)
+        /// Nothing yet: wait for libmicrohttpd.
+        case empty
     }
 
-    /// A buffered chunk, the end of the body, or `nil` when the consumer must wait. Resumes reading when drained.
-    private static func take(_ state: inout State, connection: Connection, lowWater: Int) throws -> (chunk: [UInt8]?, Void)? {
+    /// Takes the next buffered chunk, resuming a connection suspended for backpressure once below `lowWater`.
+    private static func take(_ state: inout State, connection: Connection, lowWater: Int) throws -> Take {
         if state.head < state.chunks.count {
             let chunk = state.chunks[state.head]
             state.chunks[state.head] = []
@@ -197,18 +220,18 @@ final class Exchange: BodySource, Sendable {
                 state.suspended = false
                 connection.resume()
             }
-            return (chunk, ())
+            return .ready(chunk)
         }
         switch state.bodyEnd {
-        case .finished: return (nil, ())
+        case .finished: return .ready(nil)
         case .failed(let error): throw error
-        case nil: return nil
+        case nil: return .empty
         }
     }
 
     private func run() async {
         var request = request
-        request.body = RequestBody(source: self, declaredLength: request.head.headerFields[.contentLength].flatMap { Int($0) })
+        request.body = RequestBody(source: self, declaredLength: declaredLength)
         var response = await Router.run(route, request)
         response.headerFields[.requestID] = request.id
         if server.isDraining { response.headerFields[.connection] = "close" }

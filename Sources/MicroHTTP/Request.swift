@@ -1,5 +1,12 @@
 public import HTTPTypes
 public import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// One HTTP request as a handler sees it.
 public struct Request: Sendable {
@@ -13,10 +20,25 @@ public struct Request: Sendable {
     public var query: [(name: String, value: String?)]
     /// The body, read as it arrives.
     public var body: RequestBody
-    /// The client's IP address.
-    public var remoteAddress: String?
-    /// A logger carrying this request's id.
-    public var logger: Logger
+    /// A logger carrying this request's id (attached when asked for: most requests never log).
+    public var logger: Logger {
+        get {
+            var logger = baseLogger
+            logger[metadataKey: "request_id"] = "\(id)"
+            return logger
+        }
+        set { baseLogger = newValue }
+    }
+    private var baseLogger: Logger
+    private var peer: Peer
+
+    /// The client's IP address (formatted when asked for).
+    public var remoteAddress: String? {
+        switch peer {
+        case .text(let text): text
+        case .address(let address): address.numericHost
+        }
+    }
 
     public init(
         head: HTTPRequest,
@@ -32,15 +54,22 @@ public struct Request: Sendable {
         self.parameters = parameters
         self.query = query
         self.body = body
-        self.remoteAddress = remoteAddress
-        self.logger = logger
+        self.peer = .text(remoteAddress)
+        self.baseLogger = logger
     }
 
-    /// The path without the query.
-    public var path: Substring {
-        let full = head.path ?? "/"
-        return full[..<(full.firstIndex(of: "?") ?? full.endIndex)]
+    init(head: HTTPRequest, id: String, parameters: Parameters, query: [(name: String, value: String?)], peer: PeerAddress?, logger: Logger) {
+        self.init(head: head, id: id, parameters: parameters, query: query, logger: logger)
+        if let peer { self.peer = .address(peer) }
     }
+
+    private enum Peer: Sendable {
+        case text(String?)
+        case address(PeerAddress)
+    }
+
+    /// The decoded path; the server keeps the query apart, in ``query``.
+    public var path: Substring { Substring(head.path ?? "/") }
 
     /// The last value of query argument `name` (`nil` when absent; `""` for `?name`).
     public func queryValue(_ name: String) -> String? {
@@ -73,12 +102,25 @@ public struct Parameters: Sendable, Hashable {
 
 /// Request ids: accepted from clients when short and printable, generated otherwise.
 public enum RequestID {
-    /// 32 lowercase hex digits from the system's random generator.
+    /// 32 lowercase hex digits: a random per-process prefix and a counter (unique, and no syscall per request).
     public static func generate() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let high = generator.next() as UInt64
-        let low = generator.next() as UInt64
-        return hex(high) + hex(low)
+        let sequence = counter.add(1, ordering: .relaxed).newValue
+        return String(unsafeUninitializedCapacity: 32) { buffer in
+            writeHex(prefix, into: buffer, at: 0)
+            writeHex(sequence, into: buffer, at: 16)
+            return 32
+        }
+    }
+
+    private static let prefix = UInt64.random(in: .min ... .max)
+    private static let counter = Atomic<UInt64>(0)
+
+    private static func writeHex(_ value: UInt64, into buffer: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+        let digits: StaticString = "0123456789abcdef"
+        for index in 0..<16 {
+            let nibble = Int((value >> (60 - 4 * UInt64(index))) & 0xF)
+            buffer[offset + index] = digits.utf8Start[nibble]
+        }
     }
 
     /// `candidate` if it is 1 to 128 characters of letters, digits, `-`, `_`, `.` or `:`.
@@ -94,10 +136,6 @@ public enum RequestID {
         return allowed ? candidate : nil
     }
 
-    private static func hex(_ value: UInt64) -> String {
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
-    }
 }
 
 extension HTTPField.Name {

@@ -63,3 +63,18 @@ struct SocketAddress {
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
+
+/// A client's address, copied from libmicrohttpd and formatted only when someone asks.
+struct PeerAddress: Sendable {
+    private var storage = sockaddr_storage()
+
+    init?(_ address: UnsafePointer<sockaddr>?) {
+        guard let address else { return nil }
+        let length = address.pointee.sa_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size
+        withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: address, count: length)) }
+    }
+
+    var numericHost: String? {
+        withUnsafeBytes(of: storage) { SocketAddress.describe($0.baseAddress!.assumingMemoryBound(to: sockaddr.self)) }
+    }
+}
