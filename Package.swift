@@ -18,6 +18,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
@@ -51,22 +52,39 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        /// The domain: media, posts, jobs, their states and rules, and their JSON shapes. No HTTP, no SQL.
+        .target(name: "HeraldCore", swiftSettings: swiftSettings),
         /// SQLite through GRDB: the pool, the migrations in `Migrations/`, the repositories.
         .target(
             name: "HeraldStorage",
             dependencies: [
+                "HeraldCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings,
             plugins: ["EmbedFiles"]
         ),
+        /// Publishing: the media stores and the job runner (a parent task per job, a task group of uploads).
+        .target(
+            name: "Publishing",
+            dependencies: [
+                "HeraldCore",
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         /// Herald itself: configuration, routes and handlers, the service group.
         .target(
             name: "HeraldApp",
             dependencies: [
                 "MicroHTTP",
+                "HeraldCore",
                 "HeraldStorage",
+                "Publishing",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -112,10 +130,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "PublishingTests",
+            dependencies: ["Publishing", "HeraldCore", .product(name: "_NIOFileSystem", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "HeraldStorageTests",
             dependencies: [
                 "HeraldStorage",
+                "HeraldCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -127,9 +152,8 @@ let package = Package(
                 "HeraldApp",
                 "HeraldStorage",
                 "MicroHTTP",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

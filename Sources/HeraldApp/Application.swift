@@ -33,6 +33,11 @@ public struct Application: Sendable {
         let readiness = Readiness()
         var router = Router()
         OperationsRoutes(storage: storage, readiness: readiness, registry: Metrics.registry).register(in: &router)
+        MediaRoutes(
+            repository: MediaRepository(storage),
+            staging: StagingArea(dataDirectory: configuration.dataDirectory),
+            maxMediaBytes: configuration.maxMediaBytes
+        ).register(in: &router)
 
         let server = Server(
             router: router,

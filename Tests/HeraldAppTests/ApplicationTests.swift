@@ -13,6 +13,7 @@ import Testing
 
 /// Builds Herald on a temporary data directory and 127.0.0.1:0, runs it while `body` runs, then shuts it down.
 func withHerald<T: Sendable>(
+    configure: (inout HeraldConfiguration) -> Void = { _ in },
     _ body: @Sendable (_ base: String, _ group: ServiceGroup, _ application: Application) async throws -> T
 ) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString)").path
@@ -20,8 +21,10 @@ func withHerald<T: Sendable>(
     var logger = Logger(label: "HeraldAppTests")
     logger.logLevel = .warning
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    var configuration = HeraldConfiguration(host: "127.0.0.1", port: 0, dataDirectory: directory, logLevel: .warning)
+    configure(&configuration)
     let application = try Application.build(
-        configuration: HeraldConfiguration(host: "127.0.0.1", port: 0, dataDirectory: directory, logLevel: .warning),
+        configuration: configuration,
         logger: logger
     ) { port in
         continuation.yield(port)

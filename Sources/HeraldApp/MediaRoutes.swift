@@ -1,0 +1,184 @@
+import HTTPTypes
+import HeraldCore
+import HeraldStorage
+import MicroHTTP
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// `POST /v1/media`, `GET /v1/media/{id}`, `DELETE /v1/media/{id}`.
+struct MediaRoutes {
+    let repository: MediaRepository
+    let staging: StagingArea
+    let maxMediaBytes: Int
+
+    /// Alt text longer than this is refused (Mastodon's limit).
+    static let maxDescriptionLength = 1500
+    /// Room for multipart boundaries and part headers around the file.
+    static let multipartOverhead = 64 << 10
+
+    func register(in router: inout Router) {
+        router.post("/v1/media", maxBodySize: maxMediaBytes + Self.multipartOverhead) { request in
+            try await upload(request)
+        }
+        router.get("/v1/media/{id}") { request in
+            let id = try request.parameters.require("id")
+            guard Identifier.isValid(id), let media = try await repository.find(id: id) else { throw HTTPError.unknown("media", id) }
+            return try .json(media, encoder: .api)
+        }
+        router.delete("/v1/media/{id}") { request in
+            let id = try request.parameters.require("id")
+            guard Identifier.isValid(id) else { throw HTTPError.unknown("media", id) }
+            switch try await repository.deleteStaged(id: id) {
+            case .deleted(let stagingPath):
+                staging.remove(stagingPath)
+                return Response(status: .noContent)
+            case .notFound:
+                throw HTTPError.unknown("media", id)
+            case .attached(let postID):
+                throw HTTPError(.conflict, detail: "media \(id) is attached to post \(postID)")
+            }
+        }
+    }
+
+    private func upload(_ request: Request) async throws -> Response {
+        let contentType = request.head.headerFields[.contentType] ?? ""
+        let id = Identifier.generate()
+        let staged: StagingArea.Staged
+        let type: MediaType
+        var description = request.queryValue("description")
+        if contentType.lowercased().hasPrefix("multipart/form-data") {
+            (type, staged, description) = try await uploadForm(request, id: id, description: description)
+        } else {
+            guard let declared = MediaType(contentType: contentType) else { throw HTTPError.unsupportedType(contentType) }
+            type = declared
+            staged = try await stage(request.body, id: id, type: declared)
+        }
+        do {
+            if let description, description.count > Self.maxDescriptionLength {
+                throw HTTPError(
+                    .unprocessableContent,
+                    detail: "the description is too long",
+                    errors: [.init(pointer: "/description", detail: "at most \(Self.maxDescriptionLength) characters")]
+                )
+            }
+            let media = Media(
+                id: id,
+                contentType: type,
+                size: Int64(staged.size),
+                sha256: staged.sha256,
+                description: description,
+                createdAt: Timestamp.now()
+            )
+            try await repository.insert(media, stagingPath: staged.relativePath)
+            return try .json(media, status: .created, headerFields: [.location: "/v1/media/\(id)"], encoder: .api)
+        } catch {
+            staging.remove(staged.relativePath)
+            throw error
+        }
+    }
+
+    /// A form with one `file` part (its own `Content-Type` names the media type) and an optional `description`.
+    private func uploadForm(_ request: Request, id: String, description: String?) async throws -> (MediaType, StagingArea.Staged, String?) {
+        let limits = MultipartLimits(maxParts: 2, maxFieldSize: Self.maxDescriptionLength * 4, maxFileSize: maxMediaBytes)
+        let parts = PartCursor(try request.body.multipart(limits: limits))
+        var file: (MediaType, StagingArea.Staged)?
+        var description = description
+        do {
+            while let event = try await parts.next() {
+                guard case .partStart(let name, let filename, let partType) = event else { continue }
+                switch name {
+                case "file" where file == nil && filename != nil:
+                    guard let type = partType.flatMap(MediaType.init(contentType:)) else {
+                        throw HTTPError.unsupportedType(partType ?? "none")
+                    }
+                    file = (type, try await stage(PartBytes(parts: parts), id: id, type: type))
+                case "description" where filename == nil:
+                    var bytes: [UInt8] = []
+                    for try await chunk in PartBytes(parts: parts) { bytes += chunk }
+                    description = String(decoding: bytes, as: UTF8.self)
+                default:
+                    throw HTTPError(.badRequest, detail: "unexpected form part '\(name)': send one file part 'file' and an optional 'description'")
+                }
+            }
+        } catch {
+            if let file { staging.remove(file.1.relativePath) }
+            throw error
+        }
+        guard let file else { throw HTTPError(.badRequest, detail: "the form has no file part named 'file'") }
+        return (file.0, file.1, description)
+    }
+
+    private func stage<Chunks: AsyncSequence>(_ chunks: Chunks, id: String, type: MediaType) async throws -> StagingArea.Staged
+    where Chunks.Element == [UInt8] {
+        do {
+            return try await staging.stage(chunks, mediaID: id, type: type, maxBytes: maxMediaBytes)
+        } catch let error as StagingError {
+            switch error {
+            case .empty: throw HTTPError(.badRequest, detail: "the media body is empty")
+            case .tooLarge(let limit): throw HTTPError.bodyTooLarge(limit: limit)
+            case .signatureMismatch(let type): throw HTTPError(.unsupportedMediaType, detail: "the bytes are not \(type.rawValue)")
+            case .io: throw error
+            }
+        }
+    }
+}
+
+/// Shares one multipart reader between the loop over parts and the reader of a part's bytes.
+private final class PartCursor: @unchecked Sendable {
+    // @unchecked Sendable: used by the one task that handles the request.
+    private var iterator: MultipartReader.AsyncIterator
+
+    init(_ reader: MultipartReader) { iterator = reader.makeAsyncIterator() }
+
+    func next() async throws -> MultipartEvent? { try await iterator.next() }
+}
+
+/// The bytes of the current part, up to its end.
+private struct PartBytes: AsyncSequence, Sendable {
+    typealias Element = [UInt8]
+    let parts: PartCursor
+
+    func makeAsyncIterator() -> Iterator { Iterator(parts: parts) }
+
+    struct Iterator: AsyncIteratorProtocol {
+        let parts: PartCursor
+        var ended = false
+
+        mutating func next() async throws -> [UInt8]? {
+            while !ended, let event = try await parts.next() {
+                switch event {
+                case .data(let bytes): return bytes
+                case .partEnd: ended = true
+                case .partStart: throw HTTPError(.badRequest, detail: "malformed multipart body")
+                }
+            }
+            return nil
+        }
+    }
+}
+
+extension HTTPError {
+    /// 404 for an id that names nothing (also for a malformed id).
+    static func unknown(_ kind: String, _ id: String) -> HTTPError {
+        HTTPError(.notFound, detail: "no \(kind) with id \(id)")
+    }
+
+    /// 415 naming the accepted types.
+    static func unsupportedType(_ type: String) -> HTTPError {
+        let accepted = MediaType.allCases.map(\.rawValue).joined(separator: ", ")
+        return HTTPError(.unsupportedMediaType, detail: "'\(type)' is not accepted; send one of: \(accepted)")
+    }
+}
+
+extension JSONEncoder {
+    /// The API's JSON: compact, slashes unescaped.
+    static let api: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
+    }()
+}

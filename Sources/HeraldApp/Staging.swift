@@ -1,0 +1,144 @@
+import Crypto
+import HeraldCore
+import NIOPosix
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Where uploaded bytes wait, under `<data-dir>/staging`, until their post is published.
+struct StagingArea: Sendable {
+    /// The data directory; staged paths are stored relative to it.
+    let dataDirectory: String
+    static let folder = "staging"
+
+    /// The absolute path of a data-directory-relative staged path.
+    func path(of relativePath: String) -> String { dataDirectory + "/" + relativePath }
+
+    /// A staged file, complete and durable.
+    struct Staged: Sendable {
+        var relativePath: String
+        var size: Int
+        var sha256: String
+    }
+
+    /// Writes `chunks` to a new staging file for `mediaID`: hashed as it streams, its signature checked
+    /// against `type`, fsynced, then renamed into place. On any error (or cancellation) nothing is left behind.
+    ///
+    /// The client's file name is never used: the name is the media id and the type's extension.
+    func stage<Chunks: AsyncSequence>(_ chunks: Chunks, mediaID: String, type: MediaType, maxBytes: Int) async throws -> Staged
+    where Chunks.Element == [UInt8] {
+        let relativePath = "\(Self.folder)/\(mediaID).\(type.fileExtension)"
+        let finalPath = path(of: relativePath)
+        let partialPath = finalPath + ".partial"
+        try Self.makeDirectory(path(of: Self.folder))
+        let file = try StagingFile(creating: partialPath)
+        do {
+            var hasher = SHA256()
+            var size = 0
+            var head: [UInt8] = []
+            var batch: [UInt8] = []
+            batch.reserveCapacity(Self.batchSize)
+            for try await chunk in chunks {
+                size += chunk.count
+                guard size <= maxBytes else { throw StagingError.tooLarge(limit: maxBytes) }
+                if head.count < MediaType.signatureLength {
+                    head.append(contentsOf: chunk.prefix(MediaType.signatureLength - head.count))
+                    if head.count == MediaType.signatureLength, !type.matches(signature: head) {
+                        throw StagingError.signatureMismatch(type)
+                    }
+                }
+                hasher.update(data: chunk)
+                batch.append(contentsOf: chunk)
+                // Short page-cache writes in batches; the long wait (fsync) goes to NIO's thread pool below.
+                if batch.count >= Self.batchSize {
+                    try file.write(batch)
+                    batch.removeAll(keepingCapacity: true)
+                }
+            }
+            guard size > 0 else { throw StagingError.empty }
+            if head.count < MediaType.signatureLength, !type.matches(signature: head) { throw StagingError.signatureMismatch(type) }
+            try file.write(batch)
+            try await file.synchronize()
+            try file.close()
+            guard rename(partialPath, finalPath) == 0 else { throw StagingError.io("rename", errno) }
+            return Staged(relativePath: relativePath, size: size, sha256: Self.hex(hasher.finalize()))
+        } catch {
+            try? file.close()
+            unlink(partialPath)
+            throw error
+        }
+    }
+
+    /// Removes a staged file; a missing one is fine.
+    func remove(_ relativePath: String) {
+        unlink(path(of: relativePath))
+    }
+
+    private static let batchSize = 256 << 10
+
+    private static func hex(_ digest: SHA256.Digest) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(64)
+        for byte in digest {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    private static func makeDirectory(_ path: String) throws {
+        guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw StagingError.io("mkdir \(path)", errno) }
+    }
+}
+
+/// Why bytes could not be staged.
+enum StagingError: Error, Equatable {
+    case empty
+    case tooLarge(limit: Int)
+    case signatureMismatch(MediaType)
+    case io(String, Int32)
+}
+
+/// A file being written by one task: plain descriptors, so no cancelled-task rule can leave it open.
+///
+/// `@unchecked Sendable`: used by one task at a time (the fsync hands it to a pool thread and waits).
+private final class StagingFile: @unchecked Sendable {
+    private var descriptor: Int32
+
+    init(creating path: String) throws {
+        descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw StagingError.io("open \(path)", errno) }
+    }
+
+    deinit { if descriptor >= 0 { Glibc.close(descriptor) } }
+
+    func write(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw StagingError.io("write", errno)
+            }
+            offset += written
+        }
+    }
+
+    /// `fsync` on NIO's blocking-I/O pool: it can take milliseconds, too long for the cooperative pool.
+    func synchronize() async throws {
+        let descriptor = self.descriptor
+        let result = try await NIOThreadPool.singleton.runIfActive { fsync(descriptor) == 0 ? 0 : errno }
+        guard result == 0 else { throw StagingError.io("fsync", result) }
+    }
+
+    func close() throws {
+        guard descriptor >= 0 else { return }
+        let result = Glibc.close(descriptor)
+        descriptor = -1
+        guard result == 0 else { throw StagingError.io("close", errno) }
+    }
+}

@@ -1,0 +1,88 @@
+/// A medium: uploaded bytes and their metadata, the API's media object.
+public struct Media: Codable, Sendable, Equatable {
+    /// The medium's id (UUIDv7).
+    public var id: String
+    /// The declared type, checked against the bytes' signature.
+    public var contentType: MediaType
+    /// The size in bytes; never 0.
+    public var size: Int64
+    /// The SHA-256 of the bytes, 64 lowercase hex digits.
+    public var sha256: String
+    /// The client's description (alt text), if any.
+    public var description: String?
+    /// Where the bytes are.
+    public var state: MediaState
+    /// Where the published medium can be fetched; set when its post is published.
+    public var url: String?
+    /// The post it is attached to, if any.
+    public var postID: String?
+    /// When it was received.
+    public var createdAt: Timestamp
+
+    /// Creates a media object.
+    public init(
+        id: String, contentType: MediaType, size: Int64, sha256: String, description: String? = nil,
+        state: MediaState = .staged, url: String? = nil, postID: String? = nil, createdAt: Timestamp
+    ) {
+        self.id = id
+        self.contentType = contentType
+        self.size = size
+        self.sha256 = sha256
+        self.description = description
+        self.state = state
+        self.url = url
+        self.postID = postID
+        self.createdAt = createdAt
+    }
+
+    /// The list position of this medium, for a `next_cursor`.
+    public var cursor: Cursor { Cursor(createdAt: createdAt, id: id) }
+
+    private enum CodingKeys: String, CodingKey {
+        case id
+        case contentType = "content_type"
+        case size, sha256, description, state, url
+        case postID = "post_id"
+        case createdAt = "created_at"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        contentType = try container.decode(MediaType.self, forKey: .contentType)
+        size = try container.decode(Int64.self, forKey: .size)
+        sha256 = try container.decode(String.self, forKey: .sha256)
+        description = try container.decodeIfPresent(String.self, forKey: .description)
+        state = try container.decode(MediaState.self, forKey: .state)
+        url = try container.decodeIfPresent(String.self, forKey: .url)
+        postID = try container.decodeIfPresent(String.self, forKey: .postID)
+        createdAt = try container.decode(Timestamp.self, forKey: .createdAt)
+    }
+
+    /// Encodes every key of the API's media object, with `null` for absent values.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(contentType, forKey: .contentType)
+        try container.encode(size, forKey: .size)
+        try container.encode(sha256, forKey: .sha256)
+        try container.encodeNullable(description, forKey: .description)
+        try container.encode(state, forKey: .state)
+        try container.encodeNullable(url, forKey: .url)
+        try container.encodeNullable(postID, forKey: .postID)
+        try container.encode(createdAt, forKey: .createdAt)
+    }
+}
+
+extension KeyedEncodingContainer {
+    /// Encodes `value`, or an explicit `null` when it is nil.
+    ///
+    /// The API promises every key of its objects is present; synthesized `Encodable` would drop nil ones.
+    mutating func encodeNullable<Value: Encodable>(_ value: Value?, forKey key: Key) throws {
+        if let value {
+            try encode(value, forKey: key)
+        } else {
+            try encodeNil(forKey: key)
+        }
+    }
+}

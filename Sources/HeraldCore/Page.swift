@@ -1,0 +1,77 @@
+/// One page of a list, newest first: `{"data": [...], "next_cursor": string|null}`.
+public struct Page<Element> {
+    /// The items of this page.
+    public var data: [Element]
+    /// Where the next page starts, or nil on the last page.
+    public var nextCursor: Cursor?
+
+    /// Creates a page.
+    public init(data: [Element], nextCursor: Cursor?) {
+        self.data = data
+        self.nextCursor = nextCursor
+    }
+
+    /// Makes a page from up to `limit + 1` fetched rows: the extra row only tells that another page exists.
+    ///
+    /// Fetching one row more than asked is how a list knows whether to give a `next_cursor` without a
+    /// second query, and so never hands out a cursor to an empty page.
+    public init(fetched rows: [Element], limit: Int, cursor: (Element) -> Cursor) {
+        if rows.count > limit, limit > 0 {
+            let kept = Array(rows.prefix(limit))
+            self.init(data: kept, nextCursor: cursor(kept[kept.count - 1]))
+        } else {
+            self.init(data: Array(rows.prefix(max(limit, 0))), nextCursor: nil)
+        }
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case data
+        case nextCursor = "next_cursor"
+    }
+}
+
+extension Page: Sendable where Element: Sendable {}
+
+extension Page: Equatable where Element: Equatable {}
+
+extension Page: Encodable where Element: Encodable {
+    /// Encodes both keys, with `"next_cursor": null` on the last page.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(data, forKey: .data)
+        try container.encodeNullable(nextCursor, forKey: .nextCursor)
+    }
+}
+
+extension Page: Decodable where Element: Decodable {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            data: try container.decode([Element].self, forKey: .data),
+            nextCursor: try container.decodeIfPresent(Cursor.self, forKey: .nextCursor)
+        )
+    }
+}
+
+/// The job queue's state: the API's queue object.
+public struct QueueStatus: Codable, Sendable, Equatable {
+    /// Whether claiming new jobs is stopped.
+    public var paused: Bool
+    /// How many jobs may run at once.
+    public var workers: Int
+    /// Jobs running now.
+    public var running: Int
+    /// Jobs waiting to be claimed.
+    public var queued: Int
+    /// Jobs waiting for their time.
+    public var scheduled: Int
+
+    /// Creates a queue object.
+    public init(paused: Bool, workers: Int, running: Int, queued: Int, scheduled: Int) {
+        self.paused = paused
+        self.workers = workers
+        self.running = running
+        self.queued = queued
+        self.scheduled = scheduled
+    }
+}

@@ -1,0 +1,90 @@
+/// A post: text and media to publish together, the API's post object.
+public struct Post: Codable, Sendable, Equatable {
+    /// The post's id (UUIDv7).
+    public var id: String
+    /// The text; empty when the post is media only.
+    public var text: String
+    /// Where it is in its life cycle.
+    public var state: PostState
+    /// Its media, in the order the client gave them.
+    public var media: [Media]
+    /// Its current (latest) publish job.
+    public var jobID: String
+    /// How urgently its job is claimed.
+    public var priority: Priority
+    /// When the client asked it to be published, if it was scheduled.
+    public var scheduledAt: Timestamp?
+    /// When it was accepted.
+    public var createdAt: Timestamp
+    /// When it was committed as published.
+    public var publishedAt: Timestamp?
+
+    /// Creates a post object.
+    public init(
+        id: String, text: String, state: PostState, media: [Media], jobID: String, priority: Priority = .normal,
+        scheduledAt: Timestamp? = nil, createdAt: Timestamp, publishedAt: Timestamp? = nil
+    ) {
+        self.id = id
+        self.text = text
+        self.state = state
+        self.media = media
+        self.jobID = jobID
+        self.priority = priority
+        self.scheduledAt = scheduledAt
+        self.createdAt = createdAt
+        self.publishedAt = publishedAt
+    }
+
+    /// The list position of this post, for a `next_cursor`.
+    public var cursor: Cursor { Cursor(createdAt: createdAt, id: id) }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, text, state, media
+        case jobID = "job_id"
+        case priority
+        case scheduledAt = "scheduled_at"
+        case createdAt = "created_at"
+        case publishedAt = "published_at"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        text = try container.decode(String.self, forKey: .text)
+        state = try container.decode(PostState.self, forKey: .state)
+        media = try container.decode([Media].self, forKey: .media)
+        jobID = try container.decode(String.self, forKey: .jobID)
+        priority = try container.decode(Priority.self, forKey: .priority)
+        scheduledAt = try container.decodeIfPresent(Timestamp.self, forKey: .scheduledAt)
+        createdAt = try container.decode(Timestamp.self, forKey: .createdAt)
+        publishedAt = try container.decodeIfPresent(Timestamp.self, forKey: .publishedAt)
+    }
+
+    /// Encodes every key of the API's post object, with `null` for absent values.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(text, forKey: .text)
+        try container.encode(state, forKey: .state)
+        try container.encode(media, forKey: .media)
+        try container.encode(jobID, forKey: .jobID)
+        try container.encode(priority, forKey: .priority)
+        try container.encodeNullable(scheduledAt, forKey: .scheduledAt)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encodeNullable(publishedAt, forKey: .publishedAt)
+    }
+}
+
+/// The answer to creating or re-publishing a post: `{"post": Post, "job": Job}`.
+public struct PostAndJob: Codable, Sendable, Equatable {
+    /// The post.
+    public var post: Post
+    /// Its new publish job.
+    public var job: Job
+
+    /// Pairs a post with its job.
+    public init(post: Post, job: Job) {
+        self.post = post
+        self.job = job
+    }
+}

@@ -1,0 +1,71 @@
+import GRDB
+public import HeraldCore
+
+/// Media rows: inserted once their bytes are staged on disk, read back as the API's media object.
+public struct MediaRepository: Sendable {
+    /// What deleting a staged medium found.
+    public enum Deletion: Sendable, Equatable {
+        /// Deleted; the staged file at this data-directory-relative path can go too.
+        case deleted(stagingPath: String)
+        case notFound
+        /// Attached to a post: kept (the API answers 409).
+        case attached(postID: String)
+    }
+
+    private let pool: DatabasePool
+
+    public init(_ storage: Storage) {
+        pool = storage.pool
+    }
+
+    /// Records a staged medium; `stagingPath` is relative to the data directory.
+    public func insert(_ media: Media, stagingPath: String) async throws {
+        try await pool.write { db in
+            try db.execute(
+                literal: """
+                    INSERT INTO media (id, content_type, size, sha256, description, state, url, post_id, position, staging_path, created_at)
+                    VALUES (\(media.id), \(media.contentType.rawValue), \(media.size), \(media.sha256), \(media.description),
+                            \(media.state.rawValue), \(media.url), NULL, NULL, \(stagingPath), \(media.createdAt.rfc3339))
+                    """
+            )
+        }
+    }
+
+    /// The medium with this id, if any.
+    public func find(id: String) async throws -> Media? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM media WHERE id = ?", arguments: [id], adapter: nil).flatMap(Self.media)
+        }
+    }
+
+    /// Deletes a staged medium that no post holds, in one transaction.
+    public func deleteStaged(id: String) async throws -> Deletion {
+        try await pool.write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT post_id, staging_path FROM media WHERE id = ?", arguments: [id]) else {
+                return .notFound
+            }
+            if let postID: String = row["post_id"] { return .attached(postID: postID) }
+            try db.execute(sql: "DELETE FROM media WHERE id = ?", arguments: [id])
+            return .deleted(stagingPath: row["staging_path"])
+        }
+    }
+
+    /// The API object of a `media` row (`nil` if the row holds values this version does not know).
+    static func media(_ row: Row) -> Media? {
+        guard let type = MediaType(rawValue: row["content_type"]),
+            let state = MediaState(rawValue: row["state"]),
+            let createdAt = Timestamp(rfc3339: row["created_at"])
+        else { return nil }
+        return Media(
+            id: row["id"],
+            contentType: type,
+            size: row["size"],
+            sha256: row["sha256"],
+            description: row["description"],
+            state: state,
+            url: row["url"],
+            postID: row["post_id"],
+            createdAt: createdAt
+        )
+    }
+}

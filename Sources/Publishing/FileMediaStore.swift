@@ -1,0 +1,338 @@
+import NIOFileSystem
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The embedded media store: objects are files under a root directory (`file://<data-dir>/objects`).
+///
+/// All file I/O goes through NIOFileSystem, which runs the blocking system calls on NIO's own
+/// thread pool, so the cooperative pool is never blocked.
+///
+/// ``put(_:)`` copies the staged file in chunks of ``chunkSize`` bytes into a temporary file in the
+/// object's directory (`.<name>.partial-<random>`), checking for cancellation between chunks, then
+/// syncs it to disk and renames it over the final name (atomic: readers see the old object or the
+/// new one, never a partial one), then syncs the directory so the rename survives a crash. On any
+/// error or cancellation the temporary file is removed. The bytes written so far are visible as the
+/// size of the temporary file.
+///
+/// ``delete(key:)`` completes even when the calling task is already cancelled: it is the cleanup
+/// step of a failed or cancelled job.
+public struct FileMediaStore: MediaStore {
+    /// The absolute path of the directory that holds the objects (created on the first ``put(_:)``).
+    public let root: String
+    /// The base of the URLs returned, without a trailing slash; `nil` for `file://` URLs.
+    public let publicBaseURL: String?
+    /// How many bytes ``put(_:)`` copies per read and write.
+    public let chunkSize: Int
+
+    private let fileSystem: FileSystem
+
+    /// A store whose objects live under `root` (made absolute against the current directory).
+    ///
+    /// - Parameters:
+    ///   - root: The directory of the objects; created, with its parents, on the first ``put(_:)``.
+    ///   - publicBaseURL: When set (and not empty), object URLs are `publicBaseURL/KEY`;
+    ///     otherwise `file://` URLs of the objects themselves.
+    ///   - chunkSize: How many bytes to copy at once; cancellation is checked between chunks.
+    public init(root: String, publicBaseURL: String? = nil, chunkSize: Int = 256 << 10) {
+        precondition(chunkSize > 0, "chunkSize must be positive")
+        self.root = Self.absolutePath(root)
+        if let publicBaseURL {
+            let trimmed = String(publicBaseURL.reversed().drop(while: { $0 == "/" }).reversed())
+            self.publicBaseURL = trimmed.isEmpty ? nil : trimmed
+        } else {
+            self.publicBaseURL = nil
+        }
+        self.chunkSize = chunkSize
+        self.fileSystem = .shared
+    }
+
+    // MARK: - MediaStore
+
+    public func url(for key: String) -> String {
+        let encodedKey = Self.percentEncodedPath(String(key.drop(while: { $0 == "/" })))
+        if let publicBaseURL {
+            return publicBaseURL + "/" + encodedKey
+        }
+        return "file://" + Self.percentEncodedPath(self.root) + "/" + encodedKey
+    }
+
+    public func put(_ object: MediaObject) async throws -> String {
+        try Task.checkCancellation()
+        let location = try self.location(of: object.key)
+        guard object.size >= 0 else {
+            throw MediaStoreError.permanent("Invalid size \(object.size) for '\(object.key)'.")
+        }
+        let fileSystem = self.fileSystem
+        let partialName = ".\(location.name).partial-\(Self.randomSuffix())"
+        let partialPath = location.directory + "/" + partialName
+
+        // A missing staged file is a permanent failure, and nothing has been created yet.
+        let source: ReadFileHandle
+        do {
+            source = try await fileSystem.openFile(forReadingAt: FilePath(object.stagedFile), options: OpenOptions.Read())
+        } catch let error as FileSystemError where error.code == .notFound {
+            throw MediaStoreError.stagedFileMissing(object.stagedFile)
+        } catch {
+            throw Self.storeError(error, "Cannot open the staged file '\(object.stagedFile)'")
+        }
+
+        var destination: WriteFileHandle?
+        var directory: DirectoryFileHandle?
+        do {
+            let info = try await source.info()
+            guard info.type == .regular else {
+                throw MediaStoreError.permanent("The staged file '\(object.stagedFile)' is a \(info.type), not a regular file.")
+            }
+            guard info.size == Int64(object.size) else {
+                throw MediaStoreError.sizeMismatch(key: object.key, expected: object.size, actual: Int(info.size))
+            }
+
+            try await fileSystem.createDirectory(
+                at: FilePath(location.directory),
+                withIntermediateDirectories: true,
+                permissions: nil
+            )
+            let directoryHandle = try await fileSystem.openDirectory(
+                atPath: FilePath(location.directory),
+                options: OpenOptions.Directory()
+            )
+            directory = directoryHandle
+            // Not "transactional": NIO would create an invisible O_TMPFILE instead, and the copy
+            // would not be observable. Exclusive: the random name is ours alone.
+            let partial = try await fileSystem.openFile(
+                forWritingAt: FilePath(partialPath),
+                options: OpenOptions.Write(
+                    existingFile: .none,
+                    newFile: OpenOptions.NewFile(permissions: nil, transactionalCreation: false)
+                )
+            )
+            destination = partial
+
+            let copied = try await self.copy(from: source, to: partial, atMost: Int64(object.size))
+            guard copied == Int64(object.size) else {
+                throw MediaStoreError.sizeMismatch(key: object.key, expected: object.size, actual: Int(copied))
+            }
+
+            try Task.checkCancellation()
+            try await partial.synchronize()
+            // Stays in `destination` until closed: a handle dropped while open is a fatal error in
+            // NIOFileSystem, and a cancelled task's `close()` is refused, so the catch closes it again.
+            try await partial.close()
+
+            try Task.checkCancellation()
+            let finalName = location.name
+            try await directoryHandle.withUnsafeDescriptor { descriptor in
+                // Replaces an existing object atomically (an idempotent re-run).
+                guard renameat(descriptor.rawValue, partialName, descriptor.rawValue, finalName) == 0 else {
+                    throw Self.errnoError(errno, "Cannot rename '\(partialPath)' to '\(location.path)'")
+                }
+            }
+        } catch {
+            // NIOFileSystem refuses new work from a cancelled task (the thread pool drops work items
+            // submitted by it), so the cleanup runs in a task of its own, which is not cancelled.
+            let (partial, directoryHandle) = (destination, directory)
+            await Self.uncancellable {
+                if let partial {
+                    try? await partial.close(makeChangesVisible: false)
+                }
+                _ = try? await fileSystem.removeItem(at: FilePath(partialPath), strategy: .platformDefault, recursively: false)
+                try? await directoryHandle?.close()
+                try? await source.close()
+            }
+            throw Self.storeError(error, "Cannot store '\(object.key)' at '\(location.path)'")
+        }
+
+        // The object is in place: make the rename durable, even if cancelled meanwhile.
+        let directoryHandle = directory
+        let synced: Result<Void, any Error> = await Self.uncancellable {
+            let result: Result<Void, any Error>
+            do {
+                try await directoryHandle?.synchronize()
+                result = .success(())
+            } catch {
+                result = .failure(error)
+            }
+            try? await directoryHandle?.close()
+            try? await source.close()
+            return result
+        }
+        do {
+            try synced.get()
+        } catch {
+            // The object is already in place: report the failure as it is, even if cancelled.
+            throw Self.storeError(error, "Cannot sync the directory '\(location.directory)'", cancellable: false)
+        }
+        return self.url(for: object.key)
+    }
+
+    public func delete(key: String) async throws {
+        let path = try self.location(of: key).path
+        let fileSystem = self.fileSystem
+        // Deleting is how a failed or cancelled job cleans up: finish it even if the caller is cancelled.
+        let result: Result<Void, any Error> = await Self.uncancellable {
+            do {
+                _ = try await fileSystem.removeItem(at: FilePath(path), strategy: .platformDefault, recursively: false)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        do {
+            try result.get()
+        } catch {
+            throw Self.storeError(error, "Cannot delete '\(path)'", cancellable: false)
+        }
+    }
+
+    public func exists(key: String) async throws -> Bool {
+        let path = try self.location(of: key).path
+        do {
+            let info = try await self.fileSystem.info(forFileAt: FilePath(path), infoAboutSymbolicLink: false)
+            return info?.type == .regular
+        } catch {
+            throw Self.storeError(error, "Cannot look up '\(path)'")
+        }
+    }
+
+    // MARK: - Copying
+
+    /// Copies `source` into `destination` chunk by chunk; stops once more than `limit` bytes were
+    /// copied (the staged file grew). Returns the number of bytes copied.
+    private func copy(from source: ReadFileHandle, to destination: WriteFileHandle, atMost limit: Int64) async throws -> Int64 {
+        let chunkLength = ByteCount.bytes(Int64(self.chunkSize))
+        var offset: Int64 = 0
+        while offset <= limit {
+            try Task.checkCancellation()
+            let chunk = try await source.readChunk(fromAbsoluteOffset: offset, length: chunkLength)
+            try Task.checkCancellation()
+            // Writes the whole chunk; 0 bytes means the chunk was empty: the end of the file.
+            let written = try await destination.write(contentsOf: chunk, toAbsoluteOffset: offset)
+            if written == 0 {
+                break
+            }
+            offset += written
+        }
+        return offset
+    }
+
+    // MARK: - Paths
+
+    private struct Location {
+        /// The object's absolute path.
+        var path: String
+        /// The directory that holds it.
+        var directory: String
+        /// Its file name.
+        var name: String
+    }
+
+    /// Where the object of `key` lives; throws for keys that are empty, absolute, contain `.` or
+    /// `..` components, or a component starting with a dot (reserved for temporary files).
+    private func location(of key: String) throws -> Location {
+        guard !key.isEmpty else {
+            throw MediaStoreError.invalidKey(key, reason: "it is empty")
+        }
+        guard !key.utf8.contains(0) else {
+            throw MediaStoreError.invalidKey(key, reason: "it contains a NUL byte")
+        }
+        let components = key.split(separator: "/", omittingEmptySubsequences: false)
+        for component in components {
+            if component.isEmpty {
+                throw MediaStoreError.invalidKey(key, reason: "it has an empty path component")
+            }
+            if component.hasPrefix(".") {
+                throw MediaStoreError.invalidKey(key, reason: "a path component starts with a dot")
+            }
+        }
+        let name = String(components[components.count - 1])
+        let directory = ([self.root] + components.dropLast().map(String.init)).joined(separator: "/")
+        return Location(path: directory + "/" + name, directory: directory, name: name)
+    }
+
+    /// `path` made absolute against the current directory, without `.` or empty components.
+    private static func absolutePath(_ path: String) -> String {
+        var full = path
+        if !path.hasPrefix("/") {
+            var buffer = [CChar](repeating: 0, count: 4097)
+            if getcwd(&buffer, buffer.count) != nil {
+                let cwd = String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                full = cwd + "/" + path
+            }
+        }
+        let components = full.split(separator: "/").filter { $0 != "." }
+        return (full.hasPrefix("/") ? "/" : "") + components.joined(separator: "/")
+    }
+
+    /// `path` with every byte outside RFC 3986's `pchar` set (and `/`) percent-encoded.
+    private static func percentEncodedPath(_ path: String) -> String {
+        var encoded = ""
+        encoded.reserveCapacity(path.utf8.count)
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"):
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"),
+                UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("),
+                UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"),
+                UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "@"):
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                encoded.unicodeScalars.append("%")
+                encoded.unicodeScalars.append(hex[Int(byte >> 4)])
+                encoded.unicodeScalars.append(hex[Int(byte & 0x0F)])
+            }
+        }
+        return encoded
+    }
+
+    private static func randomSuffix() -> String {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        return String((0..<12).map { _ in alphabet.randomElement()! })
+    }
+
+    // MARK: - Errors and cancellation
+
+    /// Runs `body` in a new task, which does not inherit the caller's cancellation, and waits for it.
+    private static func uncancellable<R: Sendable>(_ body: @escaping @Sendable () async -> R) async -> R {
+        await Task { await body() }.value
+    }
+
+    /// The error to throw for `error`: `CancellationError` when the task was cancelled (whatever
+    /// failed as a consequence), a ``MediaStoreError`` as it is, anything else classified.
+    private static func storeError(_ error: any Error, _ context: String, cancellable: Bool = true) -> any Error {
+        if error is CancellationError || (cancellable && Task.isCancelled) {
+            return CancellationError()
+        }
+        if let error = error as? MediaStoreError {
+            return error
+        }
+        if let error = error as? FileSystemError {
+            switch error.code {
+            case .permissionDenied, .invalidArgument, .unsupported, .notEmpty:
+                return MediaStoreError.permanent("\(context): \(error.code): \(error.message)")
+            default:
+                return MediaStoreError.transient("\(context): \(error.code): \(error.message)")
+            }
+        }
+        return MediaStoreError.transient("\(context): \(error)")
+    }
+
+    /// A ``MediaStoreError`` for a failed system call that set `errno` to `code`.
+    private static func errnoError(_ code: Int32, _ context: String) -> MediaStoreError {
+        let message = "\(context): \(String(cString: strerror(code))) (errno \(code))"
+        switch code {
+        case EACCES, EPERM, EROFS, EISDIR, ENOTDIR, EINVAL, ENAMETOOLONG, ELOOP, EXDEV:
+            return .permanent(message)
+        default:
+            return .transient(message)
+        }
+    }
+}
