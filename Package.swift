@@ -70,8 +70,11 @@ let package = Package(
             name: "Publishing",
             dependencies: [
                 "HeraldCore",
+                "HeraldStorage",
                 .product(name: "_NIOFileSystem", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -133,7 +136,14 @@ let package = Package(
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "PublishingTests",
-            dependencies: ["Publishing", "HeraldCore", .product(name: "_NIOFileSystem", package: "swift-nio")],
+            dependencies: [
+                "Publishing",
+                "HeraldCore",
+                "HeraldStorage",
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

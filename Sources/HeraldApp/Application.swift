@@ -3,6 +3,7 @@ public import HeraldStorage
 public import Logging
 public import MicroHTTP
 import Prometheus
+public import Publishing
 public import ServiceLifecycle
 import UnixSignals
 
@@ -13,7 +14,8 @@ public struct Application: Sendable {
     public let configuration: HeraldConfiguration
     public let storage: Storage
     public let server: Server
-    /// In start order; a `ServiceGroup` shuts them down in reverse (readiness first, then the server).
+    public let runner: JobRunner
+    /// In start order; a `ServiceGroup` shuts them down in reverse: readiness first, then the server, then the runner.
     public let services: [any Service]
     /// The routes, for tests that call them without a socket.
     let router: Router
@@ -31,6 +33,21 @@ public struct Application: Sendable {
     ) throws -> Application {
         let storage = try Storage.open(directory: configuration.dataDirectory, logger: logger)
         let readiness = Readiness()
+        let events = JobEvents()
+        let runner = JobRunner(
+            jobs: JobRepository(storage),
+            store: try makeStore(configuration),
+            events: events,
+            configuration: RunnerConfiguration(
+                workers: configuration.workers,
+                uploadConcurrency: configuration.uploadConcurrency,
+                uploadAttempts: configuration.uploadAttempts,
+                uploadTimeout: .seconds(configuration.uploadTimeout),
+                shutdownGrace: .seconds(configuration.shutdownGrace),
+                dataDirectory: configuration.dataDirectory
+            ),
+            logger: logger
+        )
         var router = Router()
         OperationsRoutes(storage: storage, readiness: readiness, registry: Metrics.registry).register(in: &router)
         MediaRoutes(
@@ -57,11 +74,21 @@ public struct Application: Sendable {
             configuration: configuration,
             storage: storage,
             server: server,
-            services: [server, readiness],
+            runner: runner,
+            services: [runner, server, readiness],
             router: router,
             readiness: readiness,
             logger: logger
         )
+    }
+
+    /// The media store `--store` names: `file://PATH` (default `<data-dir>/objects`); S3 comes with its own issue.
+    static func makeStore(_ configuration: HeraldConfiguration) throws -> any MediaStore {
+        let spec = configuration.store ?? "file://\(configuration.dataDirectory)/objects"
+        guard spec.hasPrefix("file://") else {
+            throw ConfigurationError("--store '\(spec)' is not supported yet: use file://PATH")
+        }
+        return FileMediaStore(root: String(spec.dropFirst("file://".count)), publicBaseURL: configuration.publicBaseURL)
     }
 
     /// Runs every service until SIGTERM or SIGINT, then shuts down gracefully.
@@ -80,4 +107,10 @@ enum Metrics {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         return registry
     }()
+}
+
+/// A configuration value Herald cannot work with.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
 }

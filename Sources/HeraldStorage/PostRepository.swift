@@ -1,0 +1,291 @@
+import GRDB
+public import HeraldCore
+
+/// Posts: created with their media and first publish job in one transaction, read back, re-published.
+public struct PostRepository: Sendable {
+    /// Outcome of creating a post.
+    public enum Creation: Sendable, Equatable {
+        /// Created (202).
+        case created(PostAndJob)
+        /// Same key, same payload: the same ids, current state (202).
+        case replayed(PostAndJob)
+        /// Unknown media ids, or media attached to another post (`/media_ids/N`); nothing was written (422).
+        case invalid([ValidationIssue])
+        /// The key was used for a different payload (422).
+        case keyReusedWithOtherPayload
+        /// The first request with this key is still being processed (409).
+        case keyInProgress
+    }
+
+    /// The idempotency part of a request: the key (quotes stripped by the caller) and a hash of the payload.
+    public struct Idempotency: Sendable, Equatable {
+        /// The `Idempotency-Key` value.
+        public var key: String
+        /// A hash of the request (method, path, canonical body).
+        public var requestHash: String
+
+        /// Creates the idempotency part of a request.
+        public init(key: String, requestHash: String) {
+            self.key = key
+            self.requestHash = requestHash
+        }
+    }
+
+    /// Outcome of re-publishing a post.
+    public enum Republish: Sendable, Equatable {
+        /// A new job was queued (202).
+        case queued(PostAndJob)
+        /// No such post (404).
+        case notFound
+        /// Published, or a job is active (409); the detail says which.
+        case conflict(String)
+    }
+
+    /// How long a key is remembered: the API promises at least 24 hours.
+    static let keyLifetimeMilliseconds: Int64 = 24 * 3_600_000
+    /// How long an `in_progress` reservation is honoured before it counts as abandoned.
+    static let reservationTimeoutMilliseconds: Int64 = 60_000
+
+    private let pool: DatabasePool
+
+    public init(_ storage: Storage) {
+        pool = storage.pool
+    }
+
+    // MARK: Creating
+
+    /// ONE write transaction: checks the idempotency key (if any; expired keys are purged and ignored), checks every
+    /// media id exists and is unattached (reporting every problem), inserts the post (queued, or scheduled when
+    /// `request.scheduledAt > now`), attaches the media in order, inserts the job and one pending upload per medium,
+    /// and records the key as completed.
+    ///
+    /// An `in_progress` key with the same payload is taken as this request's own reservation (see ``reserve(_:now:)``)
+    /// and completed; a payload mismatch is ``Creation/keyReusedWithOtherPayload`` whatever the key's state.
+    public func create(_ request: PostRequest, idempotency: Idempotency?, now: Timestamp) async throws -> Creation {
+        try await pool.write { db in
+            var reserved = false
+            if let idempotency {
+                switch try Self.lookUp(db, idempotency, now: now) {
+                case .none:
+                    break
+                case .mismatch:
+                    return .keyReusedWithOtherPayload
+                case .completed(let postID, let jobID):
+                    return .replayed(try Self.postAndJob(db, postID: postID, jobID: jobID))
+                case .inProgress:
+                    reserved = true
+                }
+            }
+
+            let issues = try Self.mediaIssues(db, request.mediaIDs)
+            guard issues.isEmpty else { return .invalid(issues) }
+
+            let postID = Identifier.generate(at: now)
+            let jobID = Identifier.generate(at: now)
+            let schedule = request.initialSchedule(now: now)
+            try db.run(
+                """
+                INSERT INTO posts (id, text, state, priority, scheduled_at, created_at, published_at, job_id)
+                VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+                """,
+                [
+                    postID, request.text, schedule.post.rawValue, request.priority.rawValue, request.scheduledAt?.rfc3339,
+                    now.rfc3339, jobID,
+                ]
+            )
+            try db.run(
+                """
+                INSERT INTO jobs (id, post_id, state, priority, attempt, run_at, cancel_requested, created_at)
+                VALUES (?, ?, ?, ?, 0, ?, 0, ?)
+                """,
+                [jobID, postID, schedule.job.rawValue, request.priority.rank, schedule.runAt.rfc3339, now.rfc3339]
+            )
+            for (position, mediaID) in request.mediaIDs.enumerated() {
+                try db.run(
+                    "UPDATE media SET post_id = ?, position = ? WHERE id = ? AND post_id IS NULL",
+                    [postID, position, mediaID]
+                )
+                guard db.changesCount == 1 else { throw UnreadableRow(table: "media", id: mediaID, reason: "could not be attached") }
+                try db.run("INSERT INTO uploads (job_id, media_id, state, attempts) VALUES (?, ?, 'pending', 0)", [jobID, mediaID])
+            }
+
+            if let idempotency {
+                if reserved {
+                    try db.run(
+                        "UPDATE idempotency_keys SET state = 'completed', post_id = ?, job_id = ? WHERE key = ?",
+                        [postID, jobID, idempotency.key]
+                    )
+                } else {
+                    try db.run(
+                        """
+                        INSERT INTO idempotency_keys (key, request_hash, post_id, job_id, state, created_at, expires_at)
+                        VALUES (?, ?, ?, ?, 'completed', ?, ?)
+                        """,
+                        [
+                            idempotency.key, idempotency.requestHash, postID, jobID, now.rfc3339,
+                            now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339,
+                        ]
+                    )
+                }
+            }
+            return .created(try Self.postAndJob(db, postID: postID, jobID: jobID))
+        }
+    }
+
+    /// For multipart posts whose media must be staged first: reserves the key (`in_progress`) before staging.
+    ///
+    /// Returns nil when reserved (go on), or the answer to give at once: ``Creation/replayed(_:)``,
+    /// ``Creation/keyReusedWithOtherPayload`` or ``Creation/keyInProgress``. A reservation older than 60 s
+    /// counts as abandoned and is taken over (nil).
+    public func reserve(_ idempotency: Idempotency, now: Timestamp) async throws -> Creation? {
+        try await pool.write { db in
+            switch try Self.lookUp(db, idempotency, now: now) {
+            case .none:
+                try db.run(
+                    """
+                    INSERT INTO idempotency_keys (key, request_hash, post_id, job_id, state, created_at, expires_at)
+                    VALUES (?, ?, NULL, NULL, 'in_progress', ?, ?)
+                    """,
+                    [idempotency.key, idempotency.requestHash, now.rfc3339, now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339]
+                )
+                return nil
+            case .mismatch:
+                return .keyReusedWithOtherPayload
+            case .completed(let postID, let jobID):
+                return .replayed(try Self.postAndJob(db, postID: postID, jobID: jobID))
+            case .inProgress(let since):
+                guard now.milliseconds(since: since) >= Self.reservationTimeoutMilliseconds else { return .keyInProgress }
+                try db.run(
+                    "UPDATE idempotency_keys SET created_at = ?, expires_at = ? WHERE key = ?",
+                    [now.rfc3339, now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339, idempotency.key]
+                )
+                return nil
+            }
+        }
+    }
+
+    /// Drops a reservation whose request failed, so a retry can proceed. A completed key is never dropped.
+    public func release(_ idempotency: Idempotency) async throws {
+        try await pool.write { db in
+            try db.run(
+                "DELETE FROM idempotency_keys WHERE key = ? AND request_hash = ? AND state = 'in_progress'",
+                [idempotency.key, idempotency.requestHash]
+            )
+        }
+    }
+
+    // MARK: Reading
+
+    /// The post with this id, its media in position order; nil if there is none.
+    public func find(id: String) async throws -> Post? {
+        try await pool.read { db in try Rows.post(db, id: id) }
+    }
+
+    /// One page of posts, newest first (`created_at DESC, id DESC`), optionally of one state, strictly after `cursor`.
+    public func list(state: PostState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Post> {
+        try await pool.read { db in
+            let rows = try Rows.listRows(db, table: "posts", state: state?.rawValue, limit: limit, after: cursor)
+            return Page(fetched: try Rows.posts(db, rows), limit: limit, cursor: \.cursor)
+        }
+    }
+
+    // MARK: Re-publishing
+
+    /// A `failed` or `cancelled` post gets a new job (queued, `run_at` now, the post's priority) with fresh uploads
+    /// rows; the post becomes queued and points at the new job. Published, or a job active: conflict.
+    public func republish(id: String, now: Timestamp) async throws -> Republish {
+        try await pool.write { db in
+            guard let post = try Rows.post(db, id: id) else { return .notFound }
+            if post.state == .published { return .conflict("The post is already published.") }
+            let active = try String.fetchOne(
+                db.cachedStatement(sql: "SELECT id FROM jobs WHERE post_id = ? AND state IN ('queued', 'scheduled', 'running') LIMIT 1"),
+                arguments: [id]
+            )
+            if let active { return .conflict("The post's job \(active) is still active.") }
+            guard post.state == .failed || post.state == .cancelled else {
+                return .conflict("Only a failed or cancelled post can be published again; this one is \(post.state.rawValue).")
+            }
+
+            let jobID = Identifier.generate(at: now)
+            try db.run(
+                """
+                INSERT INTO jobs (id, post_id, state, priority, attempt, run_at, cancel_requested, created_at)
+                VALUES (?, ?, 'queued', ?, 0, ?, 0, ?)
+                """,
+                [jobID, id, post.priority.rank, now.rfc3339, now.rfc3339]
+            )
+            try db.run(
+                "INSERT INTO uploads (job_id, media_id, state, attempts) SELECT ?, id, 'pending', 0 FROM media WHERE post_id = ?",
+                [jobID, id]
+            )
+            try db.run("UPDATE media SET state = 'staged', url = NULL WHERE post_id = ?", [id])
+            try db.run("UPDATE posts SET state = 'queued', published_at = NULL, job_id = ? WHERE id = ?", [jobID, id])
+            return .queued(try Self.postAndJob(db, postID: id, jobID: jobID))
+        }
+    }
+
+    // MARK: Implementation
+
+    /// What the idempotency table holds for a key, after purging expired keys.
+    private enum KeyRecord {
+        case none
+        case mismatch
+        case completed(postID: String, jobID: String)
+        case inProgress(since: Timestamp)
+    }
+
+    private static func lookUp(_ db: Database, _ idempotency: Idempotency, now: Timestamp) throws -> KeyRecord {
+        // Expired keys are forgotten: purging them all here keeps the table small (idempotency_keys_expiry).
+        try db.run("DELETE FROM idempotency_keys WHERE expires_at <= ?", [now.rfc3339])
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT request_hash, state, post_id, job_id, created_at FROM idempotency_keys WHERE key = ?"),
+                arguments: [idempotency.key]
+            )
+        else { return .none }
+        guard (row["request_hash"] as String) == idempotency.requestHash else { return .mismatch }
+        if (row["state"] as String) == "completed", let postID: String = row["post_id"], let jobID: String = row["job_id"] {
+            return .completed(postID: postID, jobID: jobID)
+        }
+        guard let since = Timestamp(rfc3339: row["created_at"]) else {
+            throw UnreadableRow(table: "idempotency_keys", id: idempotency.key)
+        }
+        return .inProgress(since: since)
+    }
+
+    /// Every problem with the media ids that needs the database: unknown, attached to a post, listed twice.
+    private static func mediaIssues(_ db: Database, _ mediaIDs: [String]) throws -> [ValidationIssue] {
+        guard !mediaIDs.isEmpty else { return [] }
+        var owners: [String: String?] = [:]
+        let rows = try Row.fetchAll(
+            db,
+            sql: "SELECT id, post_id FROM media WHERE id IN (\(databaseQuestionMarks(count: mediaIDs.count)))",
+            arguments: StatementArguments(mediaIDs)
+        )
+        for row in rows {
+            owners[row["id"]] = .some(row["post_id"])
+        }
+        var issues: [ValidationIssue] = []
+        var seen: Set<String> = []
+        for (index, id) in mediaIDs.enumerated() {
+            let pointer = "/media_ids/\(index)"
+            if !seen.insert(id).inserted {
+                issues.append(ValidationIssue(pointer: pointer, detail: "Media id \(id) is listed more than once."))
+            } else if let owner = owners[id] {
+                if let owner {
+                    issues.append(ValidationIssue(pointer: pointer, detail: "Media \(id) is already attached to post \(owner)."))
+                }
+            } else {
+                issues.append(ValidationIssue(pointer: pointer, detail: "There is no media with id \(id)."))
+            }
+        }
+        return issues
+    }
+
+    /// The post and job as stored now.
+    static func postAndJob(_ db: Database, postID: String, jobID: String) throws -> PostAndJob {
+        guard let post = try Rows.post(db, id: postID) else { throw UnreadableRow(table: "posts", id: postID, reason: "is missing") }
+        guard let job = try Rows.job(db, id: jobID) else { throw UnreadableRow(table: "jobs", id: jobID, reason: "is missing") }
+        return PostAndJob(post: post, job: job)
+    }
+}

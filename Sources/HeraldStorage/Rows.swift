@@ -1,0 +1,184 @@
+import GRDB
+import HeraldCore
+
+/// A stored row holds a value this version of Herald cannot read (an unknown state, a malformed timestamp),
+/// or a write found the rows in a shape the schema allows but Herald never makes. Either is a bug: a 500.
+struct UnreadableRow: Error, CustomStringConvertible {
+    let table: String
+    let id: String
+    let reason: String
+
+    init(table: String, id: String, reason: String = "holds a value this version cannot read") {
+        self.table = table
+        self.id = id
+        self.reason = reason
+    }
+
+    var description: String { "UnreadableRow: \(table) \(id) \(reason)" }
+}
+
+/// Row to HeraldCore object mapping for posts and jobs, in one place; media rows map in ``MediaRepository``.
+///
+/// The loaders read a page's children (a post's media, a job's uploads) with one query for the whole page.
+enum Rows {
+    /// Active job states: the ones `jobs_one_active_per_post` allows once per post.
+    static let activeJobStates: Set<JobState> = [.queued, .scheduled, .running]
+
+    // MARK: Posts
+
+    /// The post with this id and its media in position order, or nil.
+    static func post(_ db: Database, id: String) throws -> Post? {
+        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM posts WHERE id = ?"), arguments: [id])
+        return try posts(db, rows).first
+    }
+
+    /// The posts of `rows` (full `posts` rows), in the same order, with their media read in one query.
+    static func posts(_ db: Database, _ rows: [Row]) throws -> [Post] {
+        guard !rows.isEmpty else { return [] }
+        let ids: [String] = rows.map { $0["id"] }
+        var media: [String: [Media]] = [:]
+        let mediaRows = try Row.fetchAll(
+            db,
+            sql: "SELECT * FROM media WHERE post_id IN (\(databaseQuestionMarks(count: ids.count))) ORDER BY post_id, position",
+            arguments: StatementArguments(ids)
+        )
+        for row in mediaRows {
+            guard let medium = MediaRepository.media(row) else { throw UnreadableRow(table: "media", id: row["id"]) }
+            media[row["post_id"], default: []].append(medium)
+        }
+        return try rows.map { row in
+            guard let post = post(row, media: media[row["id"]] ?? []) else { throw UnreadableRow(table: "posts", id: row["id"]) }
+            return post
+        }
+    }
+
+    /// The API object of a `posts` row with its media, nil if a value is unreadable.
+    static func post(_ row: Row, media: [Media]) -> Post? {
+        guard let state = PostState(rawValue: row["state"]),
+            let priority = Priority(rawValue: row["priority"]),
+            let createdAt = Timestamp(rfc3339: row["created_at"]),
+            let jobID: String = row["job_id"]
+        else { return nil }
+        let scheduledAt = optionalTimestamp(row["scheduled_at"])
+        let publishedAt = optionalTimestamp(row["published_at"])
+        guard scheduledAt.isReadable, publishedAt.isReadable else { return nil }
+        return Post(
+            id: row["id"],
+            text: row["text"],
+            state: state,
+            media: media,
+            jobID: jobID,
+            priority: priority,
+            scheduledAt: scheduledAt.value,
+            createdAt: createdAt,
+            publishedAt: publishedAt.value
+        )
+    }
+
+    // MARK: Jobs
+
+    /// The job with this id and its uploads in media position order, or nil.
+    static func job(_ db: Database, id: String) throws -> Job? {
+        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM jobs WHERE id = ?"), arguments: [id])
+        return try jobs(db, rows).first
+    }
+
+    /// The jobs of `rows` (full `jobs` rows), in the same order, with their uploads read in one query.
+    static func jobs(_ db: Database, _ rows: [Row]) throws -> [Job] {
+        guard !rows.isEmpty else { return [] }
+        let ids: [String] = rows.map { $0["id"] }
+        var uploads: [String: [Job.Upload]] = [:]
+        let uploadRows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT uploads.job_id, uploads.media_id, uploads.state, uploads.attempts, uploads.error
+                FROM uploads JOIN media ON media.id = uploads.media_id
+                WHERE uploads.job_id IN (\(databaseQuestionMarks(count: ids.count)))
+                ORDER BY uploads.job_id, media.position, media.id
+                """,
+            arguments: StatementArguments(ids)
+        )
+        for row in uploadRows {
+            guard let state = UploadState(rawValue: row["state"]) else {
+                throw UnreadableRow(table: "uploads", id: "\(row["job_id"] as String)/\(row["media_id"] as String)")
+            }
+            let upload = Job.Upload(mediaID: row["media_id"], state: state, attempts: row["attempts"], error: row["error"])
+            uploads[row["job_id"], default: []].append(upload)
+        }
+        return try rows.map { row in
+            guard let job = job(row, uploads: uploads[row["id"]] ?? []) else { throw UnreadableRow(table: "jobs", id: row["id"]) }
+            return job
+        }
+    }
+
+    /// The API object of a `jobs` row with its uploads, nil if a value is unreadable.
+    static func job(_ row: Row, uploads: [Job.Upload]) -> Job? {
+        guard let state = JobState(rawValue: row["state"]),
+            let priority = Priority(rank: row["priority"]),
+            let runAt = Timestamp(rfc3339: row["run_at"]),
+            let createdAt = Timestamp(rfc3339: row["created_at"])
+        else { return nil }
+        let startedAt = optionalTimestamp(row["started_at"])
+        let finishedAt = optionalTimestamp(row["finished_at"])
+        guard startedAt.isReadable, finishedAt.isReadable else { return nil }
+        var failure: Job.Failure?
+        if let code: String = row["error_code"] {
+            guard let code = JobErrorCode(rawValue: code) else { return nil }
+            failure = Job.Failure(code: code, message: row["error_message"] ?? "", mediaID: row["error_media_id"])
+        }
+        return Job(
+            id: row["id"],
+            postID: row["post_id"],
+            state: state,
+            priority: priority,
+            attempt: row["attempt"],
+            runAt: runAt,
+            cancelRequested: (row["cancel_requested"] as Int) != 0,
+            uploads: uploads,
+            error: failure,
+            createdAt: createdAt,
+            startedAt: startedAt.value,
+            finishedAt: finishedAt.value
+        )
+    }
+
+    // MARK: Lists
+
+    /// The list query of `table`, newest first, optionally of one state and strictly after `cursor`: `limit + 1` rows.
+    ///
+    /// The row-value comparison `(created_at, id) < (?, ?)` walks `posts_list` / `posts_state_list` (and the jobs ones).
+    static func listRows(_ db: Database, table: String, state: String?, limit: Int, after cursor: HeraldCore.Cursor?) throws -> [Row] {
+        var conditions: [String] = []
+        var arguments: StatementArguments = []
+        if let state {
+            conditions.append("state = ?")
+            arguments += [state]
+        }
+        if let cursor {
+            conditions.append("(created_at, id) < (?, ?)")
+            arguments += [cursor.createdAt.rfc3339, cursor.id]
+        }
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        arguments += [max(limit, 0) + 1]
+        return try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT * FROM \(table) \(filter) ORDER BY created_at DESC, id DESC LIMIT ?"),
+            arguments: arguments
+        )
+    }
+
+    // MARK: Helpers
+
+    /// A nullable timestamp column: absent, present, or unreadable.
+    private static func optionalTimestamp(_ text: String?) -> (value: Timestamp?, isReadable: Bool) {
+        guard let text else { return (nil, true) }
+        guard let timestamp = Timestamp(rfc3339: text) else { return (nil, false) }
+        return (timestamp, true)
+    }
+}
+
+extension Database {
+    /// Runs a fixed statement through the statement cache.
+    func run(_ sql: String, _ arguments: StatementArguments = []) throws {
+        try cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+}

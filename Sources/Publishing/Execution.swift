@@ -1,0 +1,224 @@
+import HeraldCore
+import HeraldStorage
+import Logging
+import Metrics
+import Synchronization
+
+/// One job's run: the parent task that uploads every medium through a bounded task group, then commits or undoes.
+struct Execution: Sendable {
+    let job: ClaimedJob
+    let control: JobControl
+    let jobs: JobRepository
+    let store: any MediaStore
+    let events: JobEvents
+    let configuration: RunnerConfiguration
+    let runnerID: String
+    let logger: Logger
+
+    enum Outcome: String, Sendable {
+        case succeeded, failed, cancelled, requeued, lostLease = "lost_lease", error
+    }
+
+    /// An upload that failed for good.
+    struct UploadFailure: Error {
+        let mediaID: String
+        let code: JobErrorCode
+        let message: String
+    }
+
+    /// Runs the job to one of its ends. The publish work is cancelled when the control stops it.
+    func run() async -> Outcome {
+        let result: Result<[String: (url: String, objectKey: String)], any Error> = await withTaskGroup(
+            of: Result<[String: (url: String, objectKey: String)], any Error>?.self
+        ) { scope in
+            scope.addTask { await Result { try await self.uploadAll() } }
+            scope.addTask {
+                await self.watch()
+                return nil
+            }
+            var outcome: Result<[String: (url: String, objectKey: String)], any Error> = .failure(CancellationError())
+            while let next = await scope.next() {
+                if let next {
+                    outcome = next
+                    scope.cancelAll()  // the upload work is over: stop the watcher
+                } else {
+                    scope.cancelAll()  // the watcher saw a stop: cancel the uploads, then collect their result
+                }
+            }
+            return outcome
+        }
+        // The final writes must happen even though this task may be cancelled: they run in a task of their own.
+        return await Task { await self.conclude(result) }.value
+    }
+
+    /// Renews the lease and looks for a cancel made elsewhere until stopped; returns when the job must stop.
+    private func watch() async {
+        while !Task.isCancelled {
+            await control.signal.wait(timeout: configuration.heartbeat)
+            if Task.isCancelled { return }
+            if control.stopReason != nil { return }
+            do {
+                let until = Timestamp.now().adding(configuration.lease)
+                if try await !jobs.renewLease(jobID: job.jobID, runner: runnerID, until: until) {
+                    control.stop(.lostLease)
+                    return
+                }
+                if try await jobs.isCancelRequested(jobID: job.jobID) {
+                    control.stop(.cancelRequested)
+                    return
+                }
+            } catch {
+                logger.warning("lease renewal failed", metadata: ["job_id": "\(job.jobID)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Uploads every medium, at most `uploadConcurrency` at once: the next starts as one finishes.
+    private func uploadAll() async throws -> [String: (url: String, objectKey: String)] {
+        try await withThrowingTaskGroup(of: (String, String, String).self) { group in
+            var pending = job.media.makeIterator()
+            for _ in 0..<max(1, configuration.uploadConcurrency) {
+                guard let media = pending.next() else { break }
+                group.addTask { try await self.upload(media) }
+            }
+            var urls: [String: (url: String, objectKey: String)] = [:]
+            // A failure for good leaves this loop by throwing, which cancels the other uploads.
+            while let (mediaID, url, key) = try await group.next() {
+                urls[mediaID] = (url, key)
+                if let media = pending.next() { group.addTask { try await self.upload(media) } }
+            }
+            return urls
+        }
+    }
+
+    /// One medium: retried with exponential backoff and jitter while the error is transient.
+    private func upload(_ media: ClaimedMedia) async throws -> (String, String, String) {
+        let object = MediaObject(
+            key: MediaObject.key(mediaID: media.mediaID, fileExtension: media.contentType.fileExtension),
+            stagedFile: configuration.dataDirectory + "/" + media.stagingPath,
+            size: media.size,
+            sha256: media.sha256,
+            contentType: media.contentType.rawValue
+        )
+        var attempts = media.attempts
+        var tries = 0
+        while true {
+            try Task.checkCancellation()
+            attempts += 1
+            tries += 1
+            try await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploading, attempts: attempts, error: nil)
+            events.changed(job.jobID)
+            let started = ContinuousClock.now
+            do {
+                let url = try await withTimeout(configuration.uploadTimeout) { try await store.put(object) }
+                Timer(label: "herald_upload_duration_seconds").record(duration: ContinuousClock.now - started)
+                Counter(label: "herald_uploads_total", dimensions: [("outcome", "uploaded")]).increment()
+                try await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploaded, attempts: attempts, error: nil)
+                events.changed(job.jobID)
+                return (media.mediaID, url, object.key)
+            } catch let error as MediaStoreError where error.isTransient && tries < configuration.uploadAttempts {
+                Counter(label: "herald_uploads_total", dimensions: [("outcome", "retried")]).increment()
+                logger.notice(
+                    "upload failed, will retry",
+                    metadata: ["job_id": "\(job.jobID)", "media_id": "\(media.mediaID)", "attempt": "\(attempts)", "error": "\(error)"]
+                )
+                try await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .pending, attempts: attempts, error: error.message)
+                try await Task.sleep(for: backoff(try: tries))
+            } catch let error as MediaStoreError {
+                Counter(label: "herald_uploads_total", dimensions: [("outcome", "failed")]).increment()
+                let code: JobErrorCode = error.errorCode == .stagedFileMissing ? .mediaMissing : .uploadFailed
+                try? await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .failed, attempts: attempts, error: error.message)
+                throw UploadFailure(mediaID: media.mediaID, code: code, message: error.message)
+            }
+        }
+    }
+
+    /// `base * 2^(try-1)`, with up to 50 % jitter so that retries of many uploads spread out.
+    private func backoff(try number: Int) -> Duration {
+        let base = configuration.retryBaseDelay * (1 << min(number - 1, 10))
+        return base + base * Double.random(in: 0..<0.5)
+    }
+
+    /// Writes the job's end: committed, failed (objects deleted), cancelled (objects deleted) or re-queued.
+    private func conclude(_ result: Result<[String: (url: String, objectKey: String)], any Error>) async -> Outcome {
+        do {
+            switch (result, control.stopReason) {
+            case (_, .lostLease?):
+                logger.warning("job lease lost: another runner owns it now", metadata: ["job_id": "\(job.jobID)"])
+                return .lostLease
+            case (_, .shutdown?):
+                try await jobs.requeue(jobID: job.jobID, runner: runnerID)
+                return .requeued
+            case (_, .cancelRequested?):
+                return try await cancelled()
+            case (.success(let urls), nil):
+                switch try await jobs.commit(jobID: job.jobID, runner: runnerID, urls: urls, now: .now()) {
+                case .done: return .succeeded
+                case .lostLease: return .lostLease
+                case .cancelRequested: return try await cancelled()  // the cancel came first: nothing was committed
+                }
+            case (.failure(let failure as UploadFailure), nil):
+                await deleteObjects()
+                let error = Job.Failure(code: failure.code, message: failure.message, mediaID: failure.mediaID)
+                return try await jobs.fail(jobID: job.jobID, runner: runnerID, error: error, now: .now()) == .lostLease ? .lostLease : .failed
+            case (.failure(is CancellationError), nil):
+                // The runner itself was cancelled (a hard stop): the job runs again on the next start.
+                try await jobs.requeue(jobID: job.jobID, runner: runnerID)
+                return .requeued
+            case (.failure(let error), nil):
+                await deleteObjects()
+                let failure = Job.Failure(code: .internal, message: "\(error)", mediaID: nil)
+                return try await jobs.fail(jobID: job.jobID, runner: runnerID, error: failure, now: .now()) == .lostLease ? .lostLease : .failed
+            }
+        } catch {
+            // The lease runs out and the job is reclaimed: nothing is lost, it runs again.
+            logger.error("could not record the job's end", metadata: ["job_id": "\(job.jobID)", "error": "\(error)"])
+            return .error
+        }
+    }
+
+    private func cancelled() async throws -> Outcome {
+        await deleteObjects()
+        let outcome = try await jobs.finishCancelled(jobID: job.jobID, runner: runnerID, now: .now())
+        if let requested = control.requestedAt.withLock({ $0 }) {
+            Timer(label: "herald_cancel_latency_seconds").record(duration: ContinuousClock.now - requested)
+        }
+        return outcome == .lostLease ? .lostLease : .cancelled
+    }
+
+    /// Deletes every object this job may have stored (keys are deterministic; a missing one is fine).
+    private func deleteObjects() async {
+        for media in job.media {
+            let key = MediaObject.key(mediaID: media.mediaID, fileExtension: media.contentType.fileExtension)
+            do {
+                try await store.delete(key: key)
+            } catch {
+                logger.warning("could not delete an uploaded object", metadata: ["key": "\(key)", "error": "\(error)"])
+            }
+        }
+    }
+}
+
+/// Runs `operation`, or throws a transient ``MediaStoreError/timedOut(after:)`` when it takes longer than `timeout`.
+func withTimeout<T: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            throw MediaStoreError.timedOut(after: timeout)
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next() else { throw CancellationError() }
+        return first
+    }
+}
+
+extension Result where Failure == any Error {
+    init(catching body: () async throws -> Success) async {
+        do {
+            self = .success(try await body())
+        } catch {
+            self = .failure(error)
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import Publishing
+import Synchronization
+
+/// A `MediaStore` whose every key can be told how to behave, and that records what happened.
+final class TestStore: MediaStore {
+    enum Behaviour: Sendable {
+        case succeed(after: Duration)
+        case failOnce(after: Duration)
+        case failTransiently
+        case failPermanently
+        case hang
+    }
+
+    private struct State {
+        var behaviours: [String: Behaviour] = [:]
+        var defaultBehaviour: Behaviour = .succeed(after: .zero)
+        var calls: [String: Int] = [:]
+        var inFlight = 0
+        var maxInFlight = 0
+        var stored: Set<String> = []
+        var deleted: [String] = []
+        var sawCancellation: Set<String> = []
+        var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+    private let state = Mutex(State())
+
+    init(default behaviour: Behaviour = .succeed(after: .zero)) {
+        state.withLock { $0.defaultBehaviour = behaviour }
+    }
+
+    func behave(_ behaviour: Behaviour, forMediaID mediaID: String) {
+        state.withLock { $0.behaviours[mediaID] = behaviour }
+    }
+
+    var maxInFlight: Int { state.withLock { $0.maxInFlight } }
+    var inFlight: Int { state.withLock { $0.inFlight } }
+    var stored: Set<String> { state.withLock { $0.stored } }
+    var deleted: [String] { state.withLock { $0.deleted } }
+    var sawCancellation: Set<String> { state.withLock { $0.sawCancellation } }
+    func calls(_ mediaID: String) -> Int { state.withLock { $0.calls[mediaID] ?? 0 } }
+
+    /// Returns once `count` uploads are in flight at the same time.
+    func waitUntilInFlight(_ count: Int) async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.inFlight >= count { return true }
+                state.waiters.append((count, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    private static func mediaID(of key: String) -> String {
+        String(key.dropFirst("media/".count).prefix { $0 != "." })
+    }
+
+    func put(_ object: MediaObject) async throws -> String {
+        let mediaID = Self.mediaID(of: object.key)
+        let (behaviour, call, ready) = state.withLock { state in
+            state.calls[mediaID, default: 0] += 1
+            state.inFlight += 1
+            state.maxInFlight = max(state.maxInFlight, state.inFlight)
+            let ready = state.waiters.filter { $0.count <= state.inFlight }
+            state.waiters.removeAll { $0.count <= state.inFlight }
+            return (state.behaviours[mediaID] ?? state.defaultBehaviour, state.calls[mediaID]!, ready.map(\.continuation))
+        }
+        for waiter in ready { waiter.resume() }
+        defer { state.withLock { $0.inFlight -= 1 } }
+        do {
+            switch behaviour {
+            case .succeed(let latency):
+                if latency > .zero { try await Task.sleep(for: latency) }
+            case .failOnce(let latency):
+                if latency > .zero { try await Task.sleep(for: latency) }
+                if call == 1 { throw MediaStoreError.transient("503 once", statusCode: 503) }
+            case .failTransiently:
+                throw MediaStoreError.transient("503 always", statusCode: 503)
+            case .failPermanently:
+                throw MediaStoreError.permanent("403 SignatureDoesNotMatch", statusCode: 403)
+            case .hang:
+                try await Task.sleep(for: .seconds(3600))
+            }
+        } catch is CancellationError {
+            state.withLock { _ = $0.sawCancellation.insert(mediaID) }
+            throw CancellationError()
+        }
+        state.withLock { _ = $0.stored.insert(object.key) }
+        return "test://\(object.key)"
+    }
+
+    func delete(key: String) async throws {
+        state.withLock { state in
+            state.stored.remove(key)
+            state.deleted.append(key)
+        }
+    }
+
+    func url(for key: String) -> String { "test://\(key)" }
+
+    func exists(key: String) async throws -> Bool { state.withLock { $0.stored.contains(key) } }
+}
