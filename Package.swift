@@ -162,6 +162,7 @@ let package = Package(
                 "HeraldApp",
                 "HeraldStorage",
                 "MicroHTTP",
+                "Publishing",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -32,7 +32,6 @@ public struct Application: Sendable {
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> Application {
         let storage = try Storage.open(directory: configuration.dataDirectory, logger: logger)
-        let readiness = Readiness()
         let events = JobEvents()
         let runner = JobRunner(
             jobs: JobRepository(storage),
@@ -48,13 +47,25 @@ public struct Application: Sendable {
             ),
             logger: logger
         )
+        let readiness = Readiness { runner.stopClaiming() }
         var router = Router()
-        OperationsRoutes(storage: storage, readiness: readiness, registry: Metrics.registry).register(in: &router)
+        OperationsRoutes(storage: storage, jobs: JobRepository(storage), readiness: readiness, registry: Metrics.registry)
+            .register(in: &router)
         MediaRoutes(
             repository: MediaRepository(storage),
             staging: StagingArea(dataDirectory: configuration.dataDirectory),
             maxMediaBytes: configuration.maxMediaBytes
         ).register(in: &router)
+        PostRoutes(
+            posts: PostRepository(storage),
+            media: MediaRepository(storage),
+            staging: StagingArea(dataDirectory: configuration.dataDirectory),
+            runner: runner,
+            maxMediaBytes: configuration.maxMediaBytes,
+            maxMediaPerPost: configuration.maxMediaPerPost
+        ).register(in: &router)
+        JobRoutes(jobs: JobRepository(storage), runner: runner, events: events, readiness: readiness).register(in: &router)
+        QueueRoutes(jobs: JobRepository(storage), runner: runner).register(in: &router)
 
         let server = Server(
             router: router,

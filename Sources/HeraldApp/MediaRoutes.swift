@@ -114,50 +114,7 @@ struct MediaRoutes {
 
     private func stage<Chunks: AsyncSequence>(_ chunks: Chunks, id: String, type: MediaType) async throws -> StagingArea.Staged
     where Chunks.Element == [UInt8] {
-        do {
-            return try await staging.stage(chunks, mediaID: id, type: type, maxBytes: maxMediaBytes)
-        } catch let error as StagingError {
-            switch error {
-            case .empty: throw HTTPError(.badRequest, detail: "the media body is empty")
-            case .tooLarge(let limit): throw HTTPError.bodyTooLarge(limit: limit)
-            case .signatureMismatch(let type): throw HTTPError(.unsupportedMediaType, detail: "the bytes are not \(type.rawValue)")
-            case .io: throw error
-            }
-        }
-    }
-}
-
-/// Shares one multipart reader between the loop over parts and the reader of a part's bytes.
-private final class PartCursor: @unchecked Sendable {
-    // @unchecked Sendable: used by the one task that handles the request.
-    private var iterator: MultipartReader.AsyncIterator
-
-    init(_ reader: MultipartReader) { iterator = reader.makeAsyncIterator() }
-
-    func next() async throws -> MultipartEvent? { try await iterator.next() }
-}
-
-/// The bytes of the current part, up to its end.
-private struct PartBytes: AsyncSequence, Sendable {
-    typealias Element = [UInt8]
-    let parts: PartCursor
-
-    func makeAsyncIterator() -> Iterator { Iterator(parts: parts) }
-
-    struct Iterator: AsyncIteratorProtocol {
-        let parts: PartCursor
-        var ended = false
-
-        mutating func next() async throws -> [UInt8]? {
-            while !ended, let event = try await parts.next() {
-                switch event {
-                case .data(let bytes): return bytes
-                case .partEnd: ended = true
-                case .partStart: throw HTTPError(.badRequest, detail: "malformed multipart body")
-                }
-            }
-            return nil
-        }
+        try await staging.stage(request: chunks, mediaID: id, type: type, maxBytes: maxMediaBytes, whenEmpty: "the media body is empty")
     }
 }
 

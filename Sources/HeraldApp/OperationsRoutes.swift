@@ -1,11 +1,13 @@
 import HTTPTypes
 import HeraldStorage
+import Metrics
 import MicroHTTP
 import Prometheus
 
 /// `/healthz`, `/readyz`, `/metrics` and `/openapi.yaml`.
 struct OperationsRoutes {
     let storage: Storage
+    let jobs: JobRepository
     let readiness: Readiness
     let registry: PrometheusCollectorRegistry
 
@@ -25,8 +27,15 @@ struct OperationsRoutes {
             }
             return Response(headerFields: [.contentType: "application/json"], body: .bytes(Self.ok))
         }
-        router.get("/metrics") { [registry] _ in
-            Response(headerFields: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: .bytes(registry.emitToBuffer()))
+        router.get("/metrics") { [registry, jobs] _ in
+            // Jobs by state and the queue's depth come from the database at scrape time: exact across restarts.
+            if let counts = try? await jobs.counts() {
+                Gauge(label: "herald_jobs", dimensions: [("state", "running")]).record(counts.running)
+                Gauge(label: "herald_jobs", dimensions: [("state", "queued")]).record(counts.queued)
+                Gauge(label: "herald_jobs", dimensions: [("state", "scheduled")]).record(counts.scheduled)
+                Gauge(label: "herald_queue_depth").record(counts.queued + counts.scheduled)
+            }
+            return Response(headerFields: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: .bytes(registry.emitToBuffer()))
         }
         router.get("/openapi.yaml") { _ in
             Response(headerFields: [.contentType: "application/yaml"], body: .bytes(Self.openAPI))

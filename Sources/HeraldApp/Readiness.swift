@@ -7,6 +7,12 @@ import Synchronization
 /// order) and `/readyz` turns 503 at once, before the server quiesces and the runner drains.
 final class Readiness: Service, Sendable {
     private let draining = Atomic(false)
+    /// Told at once when shutdown begins (the job runner stops claiming).
+    private let onDrain: @Sendable () -> Void
+
+    init(onDrain: @escaping @Sendable () -> Void = {}) {
+        self.onDrain = onDrain
+    }
 
     var isDraining: Bool { draining.load(ordering: .relaxed) }
 
@@ -17,5 +23,6 @@ final class Readiness: Service, Sendable {
 
     func beginDraining() {
         draining.store(true, ordering: .relaxed)
+        onDrain()
     }
 }

@@ -85,6 +85,13 @@ public actor JobRunner: Service {
     /// Wakes the claim loop: a job was enqueued or re-published.
     public nonisolated func wake() { wakeup.fire() }
 
+    /// Stops claiming and starts the grace period for running jobs: called when shutdown begins, before this
+    /// service's own turn (the group stops the HTTP server first, which may take a while).
+    public nonisolated func stopClaiming() {
+        draining.store(true, ordering: .relaxed)
+        wakeup.fire()
+    }
+
     /// Cancels a job's parent task if this process runs it (the repository has stored `cancel_requested`).
     public func cancel(jobID: String) {
         running[jobID]?.stop(.cancelRequested)
@@ -111,10 +118,11 @@ public actor JobRunner: Service {
             await withGracefulShutdownHandler {
                 await loop(group: &group)
             } onGracefulShutdown: {
-                self.draining.store(true, ordering: .relaxed)
-                self.wakeup.fire()
+                self.stopClaiming()
             }
             await drain()
+            // Stopped early by `stopClaiming()`: still return only when the group asks (or cancels).
+            try? await gracefulShutdown()
         }
         logger.info("job runner stopped")
     }

@@ -87,6 +87,8 @@ struct ApplicationTests {
             #expect(body.contains(#"http_requests_total{method="GET",route="/healthz",status="200"}"#))
             #expect(body.contains(#"http_requests_total{method="GET",route="unmatched",status="404"}"#))
             #expect(body.contains("http_request_duration_seconds_bucket"))
+            #expect(body.contains(#"herald_jobs{state="queued"} 0"#))
+            #expect(body.contains("herald_queue_depth 0"))
         }
     }
 

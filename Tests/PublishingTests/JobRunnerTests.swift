@@ -286,4 +286,19 @@ struct JobRunnerTests {
         let post = try #require(try await harness.posts.find(id: created.post.id))
         #expect(post.state == .queued)
     }
+
+    @Test func onceShutdownBeginsNoJobIsClaimed() async throws {
+        let harness = try Harness()
+        defer { harness.remove() }
+        let store = TestStore()
+        let created = try await harness.withRunner(store, harness.configuration()) { runner in
+            runner.stopClaiming()
+            let created = try await harness.post(media: 1)
+            runner.wake()
+            return created
+        }
+        let job = try #require(try await harness.jobs.find(id: created.job.id))
+        #expect(job.state == .queued)
+        #expect(store.calls(created.post.media[0].id) == 0)
+    }
 }
