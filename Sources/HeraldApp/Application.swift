@@ -26,16 +26,18 @@ public struct Application: Sendable {
     ///
     /// - Parameters:
     ///   - onListening: called with the bound port once the server accepts connections.
+    ///   - store: the media store; `nil` builds the one `configuration.store` names.
     public static func build(
         configuration: HeraldConfiguration,
         logger: Logger,
+        store: (any MediaStore)? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> Application {
         let storage = try Storage.open(directory: configuration.dataDirectory, logger: logger)
         let events = JobEvents()
         let runner = JobRunner(
             jobs: JobRepository(storage),
-            store: try makeStore(configuration),
+            store: try store ?? makeStore(configuration),
             events: events,
             configuration: RunnerConfiguration(
                 workers: configuration.workers,

@@ -6,6 +6,7 @@ import Logging
 import MicroHTTP
 import NIOCore
 import NIOHTTP1
+import Publishing
 import ServiceLifecycle
 import Testing
 
@@ -14,6 +15,7 @@ import Testing
 /// Builds Herald on a temporary data directory and 127.0.0.1:0, runs it while `body` runs, then shuts it down.
 func withHerald<T: Sendable>(
     configure: (inout HeraldConfiguration) -> Void = { _ in },
+    store: (any MediaStore)? = nil,
     _ body: @Sendable (_ base: String, _ group: ServiceGroup, _ application: Application) async throws -> T
 ) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString)").path
@@ -25,7 +27,8 @@ func withHerald<T: Sendable>(
     configure(&configuration)
     let application = try Application.build(
         configuration: configuration,
-        logger: logger
+        logger: logger,
+        store: store
     ) { port in
         continuation.yield(port)
         continuation.finish()
