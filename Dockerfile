@@ -4,10 +4,6 @@ RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# Dependencies first, so a source change does not fetch them again.
-COPY Package.swift ./
-COPY Plugins ./Plugins
-RUN mkdir -p Sources && swift package resolve
 COPY . .
 RUN swift build -c release --product herald --static-swift-stdlib \
     && mkdir -p /staging \

@@ -3,7 +3,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build run test lint format openapi-lint release bench-healthz clean
+.PHONY: deps build run test lint format openapi-lint release bench-healthz verify-container clean
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
 deps:
@@ -39,6 +39,10 @@ release: deps
 ## GET /healthz under wrk, side by side with a plain C libmicrohttpd server.
 bench-healthz: deps
 	Benchmarks/healthz.sh
+
+## Builds the Dockerfile with buildah, runs it with podman, publishes a post through it, restarts it (root needed).
+verify-container:
+	scripts/verify-container
 
 clean:
 	rm -rf .build .build-release Benchmarks/out
