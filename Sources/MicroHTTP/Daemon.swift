@@ -14,7 +14,6 @@ import Synchronization
 final class Daemon: Sendable {
     private struct Live {
         var exchanges: [ObjectIdentifier: Exchange] = [:]
-        var draining = false
         var drained: [CheckedContinuation<Void, Never>] = []
     }
 
@@ -22,6 +21,8 @@ final class Daemon: Sendable {
     let configuration: ServerConfiguration
     let logger: Logger
     private let live = Mutex(Live())
+    /// Read by every response (`Connection: close` once set): an atomic, not the lock the C thread takes.
+    private let draining = Atomic(false)
     /// Metric handles by method, route and status: made once, not per request.
     private let meters = Mutex([MeterKey: Meters]())
     /// The `MHD_Daemon`, set once started. `nonisolated(unsafe)`: written before any callback can run, then only read.
@@ -64,17 +65,17 @@ final class Daemon: Sendable {
     }
 
     /// True once shutdown began: answers carry `Connection: close`.
-    var isDraining: Bool { live.withLock { $0.draining } }
+    var isDraining: Bool { draining.load(ordering: .relaxed) }
 
     /// Stops accepting, lets requests in flight finish (cancelling their handlers if `cancel` turns true), stops.
     func shutdown() async {
         guard let handle else { return }
         let listener = MHD_quiesce_daemon(handle)
         if listener >= 0 { close(listener) }
+        draining.store(true, ordering: .relaxed)
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let done = live.withLock { live -> Bool in
-                    live.draining = true
                     if live.exchanges.isEmpty { return true }
                     live.drained.append(continuation)
                     return false

@@ -24,7 +24,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Address to listen on. [HERALD_HOST, default 127.0.0.1]") var host: String?
     @Option(help: "Port to listen on; 0 picks a free one. [HERALD_PORT, default 8080]") var port: Int?
     @Option(help: "Database and staging files. [HERALD_DATA_DIR, default ./data]") var dataDir: String?
-    @Option(help: "Media store: file://PATH or s3://BUCKET?endpoint=…&region=…. [HERALD_STORE, default file://<data-dir>/objects]")
+    @Option(help: "Media store: file://PATH (S3 is not supported yet). [HERALD_STORE, default file://<data-dir>/objects]")
     var store: String?
     @Option(help: "Base URL for media URLs instead of the store's own. [HERALD_PUBLIC_BASE_URL]") var publicBaseURL: String?
     @Option(help: "Jobs running at once. [HERALD_WORKERS, default 8]") var workers: Int?
