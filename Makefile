@@ -3,7 +3,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build run test lint format openapi-lint release bench-healthz verify-container clean
+.PHONY: deps test-deps build run test lint format openapi-lint release bench-healthz verify-container clean
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
 deps:
@@ -20,7 +20,15 @@ build: deps
 run: build
 	$(SWIFT) run --skip-build herald serve
 
-test: deps
+## The S3 tests start moto's S3 server (pip package moto[server]); installed here when missing.
+test-deps: deps
+	@python3 -c "import moto.server, flask" 2>/dev/null || { \
+		python3 -m pip --version >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-pip; }; \
+		echo "installing: moto[server]"; \
+		python3 -m pip install -q --disable-pip-version-check "moto[server]" 2>/dev/null \
+			|| python3 -m pip install -q --disable-pip-version-check --break-system-packages "moto[server]"; }
+
+test: test-deps
 	$(SWIFT) test
 
 lint:

@@ -65,13 +65,18 @@ let package = Package(
             swiftSettings: swiftSettings,
             plugins: ["EmbedFiles"]
         ),
-        /// Publishing: the media stores and the job runner (a parent task per job, a task group of uploads).
+        /// Publishing: the media stores (file, S3) and the job runner (a parent task per job, a task group of uploads).
         .target(
             name: "Publishing",
             dependencies: [
                 "HeraldCore",
                 "HeraldStorage",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_NIOFileSystem", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -105,6 +110,7 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldApp",
+                "Publishing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -122,6 +128,22 @@ let package = Package(
 
         // MARK: Tests
 
+        /// What several test targets share: S3 servers to test against (moto, and a fake that misbehaves on demand).
+        .target(
+            name: "HeraldTestSupport",
+            dependencies: [
+                "HeraldCore",
+                "Publishing",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Tests/Support",
+            exclude: ["moto_server.py"],
+            swiftSettings: swiftSettings
+        ),
+
         .testTarget(
             name: "MicroHTTPTests",
             dependencies: [
@@ -138,6 +160,8 @@ let package = Package(
             name: "PublishingTests",
             dependencies: [
                 "Publishing",
+                "HeraldTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 "HeraldCore",
                 "HeraldStorage",
                 .product(name: "_NIOFileSystem", package: "swift-nio"),
@@ -160,6 +184,7 @@ let package = Package(
             name: "HeraldAppTests",
             dependencies: [
                 "HeraldApp",
+                "HeraldTestSupport",
                 "HeraldStorage",
                 "MicroHTTP",
                 "Publishing",

@@ -15,7 +15,9 @@ public struct Application: Sendable {
     public let storage: Storage
     public let server: Server
     public let runner: JobRunner
-    /// In start order; a `ServiceGroup` shuts them down in reverse: readiness first, then the server, then the runner.
+    /// Where published media go: the one `--store` names, or the one the caller gave.
+    public let store: any MediaStore
+    /// In start order; a `ServiceGroup` shuts them down in reverse: readiness, the server, the runner, then the store (S3 only).
     public let services: [any Service]
     /// The routes, for tests that call them without a socket.
     let router: Router
@@ -34,10 +36,12 @@ public struct Application: Sendable {
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> Application {
         let storage = try Storage.open(directory: configuration.dataDirectory, logger: logger)
+        // Made last of what can fail: an S3 store owns an HTTP client, which must be shut down once made.
+        let store = try store ?? makeStore(configuration, logger: logger)
         let events = JobEvents()
         let runner = JobRunner(
             jobs: JobRepository(storage),
-            store: try store ?? makeStore(configuration),
+            store: store,
             events: events,
             configuration: RunnerConfiguration(
                 workers: configuration.workers,
@@ -51,7 +55,7 @@ public struct Application: Sendable {
         )
         let readiness = Readiness { runner.stopClaiming() }
         var router = Router()
-        OperationsRoutes(storage: storage, jobs: JobRepository(storage), readiness: readiness, registry: Metrics.registry)
+        OperationsRoutes(storage: storage, store: store, jobs: JobRepository(storage), readiness: readiness, registry: Metrics.registry)
             .register(in: &router)
         MediaRoutes(
             repository: MediaRepository(storage),
@@ -83,25 +87,44 @@ public struct Application: Sendable {
             logger: logger,
             onListening: onListening
         )
+        // A store with work of its own (the S3 client) stops last, once the runner no longer uploads.
+        let storeServices: [any Service] = (store as? any Service).map { [$0] } ?? []
         return Application(
             configuration: configuration,
             storage: storage,
             server: server,
             runner: runner,
-            services: [runner, server, readiness],
+            store: store,
+            services: storeServices + [runner, server, readiness],
             router: router,
             readiness: readiness,
             logger: logger
         )
     }
 
-    /// The media store `--store` names: `file://PATH` (default `<data-dir>/objects`); S3 comes with its own issue.
-    static func makeStore(_ configuration: HeraldConfiguration) throws -> any MediaStore {
+    /// The media store `--store` names: `file://PATH` (default `<data-dir>/objects`) or `s3://BUCKET?endpoint=…&region=…`.
+    static func makeStore(_ configuration: HeraldConfiguration, logger: Logger) throws -> any MediaStore {
         let spec = configuration.store ?? "file://\(configuration.dataDirectory)/objects"
-        guard spec.hasPrefix("file://") else {
-            throw ConfigurationError("--store '\(spec)' is not supported yet: use file://PATH")
+        if spec.hasPrefix("file://") {
+            return FileMediaStore(root: String(spec.dropFirst("file://".count)), publicBaseURL: configuration.publicBaseURL)
         }
-        return FileMediaStore(root: String(spec.dropFirst("file://".count)), publicBaseURL: configuration.publicBaseURL)
+        guard spec.hasPrefix("s3://") else {
+            throw ConfigurationError("--store '\(spec)' is neither file://PATH nor s3://BUCKET?endpoint=URL&region=REGION")
+        }
+        guard let credentials = configuration.storeCredentials else {
+            throw ConfigurationError("--store \(spec) needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment")
+        }
+        do {
+            let s3 = try S3Configuration(url: spec, credentials: credentials, publicBaseURL: configuration.publicBaseURL)
+            return S3MediaStore(
+                configuration: s3,
+                // Every upload that may run at once, plus room for clean-up deletes.
+                maxConnections: configuration.workers * configuration.uploadConcurrency + 4,
+                logger: logger
+            )
+        } catch {
+            throw ConfigurationError("--store: \(error)")
+        }
     }
 
     /// Runs every service until SIGTERM or SIGINT, then shuts down gracefully.

@@ -1,4 +1,5 @@
 public import Logging
+public import Publishing
 
 /// Everything `herald serve` can be told, with the defaults of the API contract's "Running it".
 public struct HeraldConfiguration: Sendable {
@@ -9,6 +10,8 @@ public struct HeraldConfiguration: Sendable {
     /// `file://…` or `s3://BUCKET?endpoint=…&region=…`; `nil` means `file://<data-dir>/objects`.
     public var store: String?
     public var publicBaseURL: String?
+    /// The key an `s3://` store signs with (from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`).
+    public var storeCredentials: SigV4Signer.Credentials?
     public var workers: Int
     public var uploadConcurrency: Int
     public var uploadAttempts: Int
@@ -32,6 +35,7 @@ public struct HeraldConfiguration: Sendable {
         dataDirectory: String = "./data",
         store: String? = nil,
         publicBaseURL: String? = nil,
+        storeCredentials: SigV4Signer.Credentials? = nil,
         workers: Int = 8,
         uploadConcurrency: Int = 4,
         uploadAttempts: Int = 3,
@@ -50,6 +54,7 @@ public struct HeraldConfiguration: Sendable {
         self.dataDirectory = dataDirectory
         self.store = store
         self.publicBaseURL = publicBaseURL
+        self.storeCredentials = storeCredentials
         self.workers = workers
         self.uploadConcurrency = uploadConcurrency
         self.uploadAttempts = uploadAttempts

@@ -3,10 +3,12 @@ import HeraldStorage
 import Metrics
 import MicroHTTP
 import Prometheus
+import Publishing
 
 /// `/healthz`, `/readyz`, `/metrics` and `/openapi.yaml`.
 struct OperationsRoutes {
     let storage: Storage
+    let store: any MediaStore
     let jobs: JobRepository
     let readiness: Readiness
     let registry: PrometheusCollectorRegistry
@@ -18,12 +20,15 @@ struct OperationsRoutes {
         router.get("/healthz") { _ in
             Response(headerFields: [.contentType: "application/json"], body: .bytes(Self.ok))
         }
-        router.get("/readyz") { [storage, readiness] _ in
+        router.get("/readyz") { [storage, store, readiness] _ in
             if readiness.isDraining {
                 throw HTTPError(.serviceUnavailable, detail: "shutting down", headerFields: [.retryAfter: "5"])
             }
             guard await storage.isReachable() else {
                 throw HTTPError(.serviceUnavailable, detail: "the database does not answer", headerFields: [.retryAfter: "5"])
+            }
+            if let problem = store.availabilityProblem {
+                throw HTTPError(.serviceUnavailable, detail: "media store: \(problem)", headerFields: [.retryAfter: "5"])
             }
             return Response(headerFields: [.contentType: "application/json"], body: .bytes(Self.ok))
         }

@@ -31,6 +31,14 @@ public protocol MediaStore: Sendable {
 
     /// Whether an object is stored under `key` (for tests and for idempotent re-runs).
     func exists(key: String) async throws -> Bool
+
+    /// Why the store cannot take uploads now, in words (for `/readyz` and the log); `nil` when it can.
+    var availabilityProblem: String? { get }
+}
+
+extension MediaStore {
+    /// A store that has nothing to check is always available.
+    public var availabilityProblem: String? { nil }
 }
 
 /// One media file to upload: where it is staged and what it must be.

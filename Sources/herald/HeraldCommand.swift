@@ -5,6 +5,7 @@ import HeraldApp
 import Logging
 import NIOCore
 import NIOHTTP1
+import Publishing
 
 @main
 struct HeraldCommand: AsyncParsableCommand {
@@ -24,7 +25,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Address to listen on. [HERALD_HOST, default 127.0.0.1]") var host: String?
     @Option(help: "Port to listen on; 0 picks a free one. [HERALD_PORT, default 8080]") var port: Int?
     @Option(help: "Database and staging files. [HERALD_DATA_DIR, default ./data]") var dataDir: String?
-    @Option(help: "Media store: file://PATH (S3 is not supported yet). [HERALD_STORE, default file://<data-dir>/objects]")
+    @Option(
+        help: """
+            Media store: file://PATH, or s3://BUCKET?endpoint=http://HOST:PORT&region=REGION (path-style, \
+            signed with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN). [HERALD_STORE, default file://<data-dir>/objects]
+            """
+    )
     var store: String?
     @Option(help: "Base URL for media URLs instead of the store's own. [HERALD_PUBLIC_BASE_URL]") var publicBaseURL: String?
     @Option(help: "Jobs running at once. [HERALD_WORKERS, default 8]") var workers: Int?
@@ -66,6 +72,7 @@ struct Serve: AsyncParsableCommand {
             dataDirectory: try dataDir ?? environment.string("HERALD_DATA_DIR") ?? defaults.dataDirectory,
             store: try store ?? environment.string("HERALD_STORE"),
             publicBaseURL: try publicBaseURL ?? environment.string("HERALD_PUBLIC_BASE_URL"),
+            storeCredentials: try environment.awsCredentials(),
             workers: try workers ?? environment.int("HERALD_WORKERS") ?? defaults.workers,
             uploadConcurrency: try uploadConcurrency ?? environment.int("HERALD_UPLOAD_CONCURRENCY") ?? defaults.uploadConcurrency,
             uploadAttempts: try uploadAttempts ?? environment.int("HERALD_UPLOAD_ATTEMPTS") ?? defaults.uploadAttempts,
@@ -130,6 +137,12 @@ struct Environment {
     func string(_ name: String) throws -> String? {
         guard let value = values[name], !value.isEmpty else { return nil }
         return value
+    }
+
+    /// The standard AWS variables, for an `s3://` store; `nil` unless both the key id and the secret are set.
+    func awsCredentials() throws -> SigV4Signer.Credentials? {
+        guard let id = try string("AWS_ACCESS_KEY_ID"), let secret = try string("AWS_SECRET_ACCESS_KEY") else { return nil }
+        return SigV4Signer.Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: try string("AWS_SESSION_TOKEN"))
     }
 
     func int(_ name: String) throws -> Int? {

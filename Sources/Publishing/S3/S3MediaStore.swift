@@ -1,0 +1,360 @@
+import AsyncHTTPClient
+import HeraldCore
+public import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+public import ServiceLifecycle
+import Synchronization
+
+/// Media in an S3-compatible object store (AWS S3, MinIO, R2, Ceph): SigV4-signed, path-style requests.
+///
+/// One `HTTPClient` with a bounded connection pool serves every request. ``put(_:)`` streams the staged
+/// file in chunks (``FileChunks``) with `Content-Length`, and signs the payload with the SHA-256 computed
+/// at ingest (`x-amz-content-sha256`), so S3 rejects bytes that changed since. A cancelled ``put(_:)``
+/// cancels its HTTP request, which closes the connection at once: S3 discards an object whose body
+/// never completed, so nothing partial is left.
+///
+/// As a `Service` it checks the bucket at start (`HeadBucket`, again every few seconds until it
+/// answers), which ``availabilityProblem`` reports to `/readyz`, and shuts the HTTP client down last.
+public struct S3MediaStore: MediaStore, Service {
+    public let configuration: S3Configuration
+    /// How many bytes are read from the staged file at once.
+    public let chunkSize: Int
+
+    private let client: HTTPClient
+    private let signer: SigV4Signer
+    private let bucketState: BucketState
+    private let logger: Logger
+
+    /// A store with its own HTTP client; run it as a `Service` (or call ``shutdown()``) to release it.
+    ///
+    /// - Parameters:
+    ///   - maxConnections: Connections to the endpoint at most; requests beyond them wait for one.
+    ///   - connectTimeout: How long establishing a connection may take before the attempt fails (transiently).
+    public init(
+        configuration: S3Configuration,
+        maxConnections: Int = 32,
+        connectTimeout: Duration = .seconds(10),
+        chunkSize: Int = 256 << 10,
+        logger: Logger
+    ) {
+        precondition(chunkSize > 0 && maxConnections > 0)
+        self.configuration = configuration
+        self.chunkSize = chunkSize
+        self.logger = logger
+        self.signer = SigV4Signer(credentials: configuration.credentials, region: configuration.region, service: "s3")
+        self.bucketState = BucketState()
+        var client = HTTPClient.Configuration()
+        client.httpVersion = .http1Only
+        client.decompression = .disabled
+        client.redirectConfiguration = .disallow
+        client.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnections)
+        client.timeout = .init(connect: .nanoseconds(connectTimeout.nanoseconds))
+        self.client = HTTPClient(
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+            configuration: client,
+            backgroundActivityLogger: logger
+        )
+    }
+
+    // MARK: - MediaStore
+
+    public func url(for key: String) -> String {
+        let path = Self.encodedPath(key)
+        if let base = configuration.publicBaseURL {
+            return base + "/" + path
+        }
+        return "\(configuration.endpoint)/\(configuration.bucket)/\(path)"
+    }
+
+    public func put(_ object: MediaObject) async throws -> String {
+        try Task.checkCancellation()
+        try Self.validate(key: object.key)
+        let file = try ReadOnlyFile(path: object.stagedFile)
+        guard file.size == Int64(object.size) else {
+            throw MediaStoreError.sizeMismatch(key: object.key, expected: object.size, actual: Int(file.size))
+        }
+        let body = HTTPClientRequest.Body.stream(
+            FileChunks(file: file, key: object.key, chunkSize: chunkSize),
+            length: .known(file.size)
+        )
+        let response = try await send(
+            "PUT",
+            key: object.key,
+            headers: [("content-type", object.contentType), ("content-length", String(object.size))],
+            payloadHash: object.sha256,
+            body: body,
+            operation: "PutObject"
+        )
+        guard (200..<300).contains(response.status) else {
+            throw response.error
+        }
+        return url(for: object.key)
+    }
+
+    public func delete(key: String) async throws {
+        try Self.validate(key: key)
+        // Deleting is how a failed or cancelled job cleans up: finish it even if the caller is cancelled.
+        let response = try await Task {
+            try await send("DELETE", key: key, operation: "DeleteObject", timeout: .seconds(30))
+        }.value
+        // 404: there was nothing to delete (S3 itself answers 204 for a missing key).
+        guard (200..<300).contains(response.status) || response.status == 404 else {
+            throw response.error
+        }
+    }
+
+    public func exists(key: String) async throws -> Bool {
+        try Self.validate(key: key)
+        let response = try await send("HEAD", key: key, operation: "HeadObject", timeout: .seconds(30))
+        switch response.status {
+        case 200..<300: return true
+        case 404: return false
+        default: throw response.error
+        }
+    }
+
+    /// Why uploads cannot work now (the bucket did not answer at start), for `/readyz`; `nil` once it has.
+    public var availabilityProblem: String? {
+        bucketState.problem
+    }
+
+    /// Returns once the start-up `HeadBucket` has answered (``availabilityProblem`` no longer says "checking").
+    public func bucketChecked() async {
+        await bucketState.checked()
+    }
+
+    // MARK: - Service
+
+    /// Checks the bucket until it answers, and shuts the HTTP client down on graceful shutdown.
+    public func run() async throws {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.watchBucket() }
+            try? await gracefulShutdown()
+            group.cancelAll()
+        }
+        try await shutdown()
+    }
+
+    /// Releases the HTTP client; the store cannot be used afterwards.
+    public func shutdown() async throws {
+        try await client.shutdown()
+    }
+
+    /// `HeadBucket` until it succeeds: at once, then every `retryInterval`. Logs the first failure and the recovery.
+    func watchBucket(retryInterval: Duration = .seconds(5)) async {
+        var failures = 0
+        while !Task.isCancelled {
+            if let problem = await checkBucket() {
+                bucketState.set(.unreachable(problem))
+                if failures == 0 {
+                    logger.error("the media store's bucket cannot be used; /readyz answers 503 until it can", metadata: ["problem": "\(problem)"])
+                }
+                failures += 1
+                try? await Task.sleep(for: retryInterval)
+            } else {
+                bucketState.set(.reachable)
+                if failures > 0 {
+                    logger.notice("the media store's bucket answers now", metadata: ["bucket": "\(configuration.bucket)"])
+                } else {
+                    logger.info("media store ready", metadata: ["bucket": "\(configuration.bucket)", "endpoint": "\(configuration.endpoint)"])
+                }
+                return
+            }
+        }
+    }
+
+    /// `nil` when `HeadBucket` answers 200; otherwise what is wrong, in words.
+    public func checkBucket() async -> String? {
+        let target = "bucket '\(configuration.bucket)' at \(configuration.endpoint)"
+        do {
+            let response = try await send("HEAD", key: nil, operation: "HeadBucket", timeout: .seconds(10))
+            switch response.status {
+            case 200..<300:
+                return nil
+            case 404:
+                return "\(target): NoSuchBucket (HTTP 404): the bucket does not exist"
+            case 403:
+                return "\(target): AccessDenied (HTTP 403): the credentials are wrong or may not use the bucket"
+            case 301:
+                let region = response.headers.first(name: "x-amz-bucket-region").map { " (it is in \($0))" } ?? ""
+                return "\(target): HTTP 301: the bucket is in another region than \(configuration.region)\(region)"
+            default:
+                return "\(target): \(response.error.message)"
+            }
+        } catch {
+            return "\(target): \((error as? MediaStoreError)?.message ?? "\(error)")"
+        }
+    }
+
+    // MARK: - Requests
+
+    /// An answer: its status, headers and (for errors) the start of its body.
+    struct Answer {
+        var status: Int
+        var headers: HTTPHeaders
+        var error: MediaStoreError
+    }
+
+    /// Signs and sends one request for `key` (or the bucket itself), and reads the answer.
+    ///
+    /// Errors are ``MediaStoreError``s (transient for connection failures and timeouts) or `CancellationError`.
+    private func send(
+        _ method: String,
+        key: String?,
+        headers extra: [(name: String, value: String)] = [],
+        payloadHash: String = SigV4Signer.emptyPayloadHash,
+        body: HTTPClientRequest.Body? = nil,
+        operation: String,
+        timeout: Duration? = nil
+    ) async throws -> Answer {
+        let path = "/" + configuration.bucket + (key.map { "/" + Self.encodedPath($0) } ?? "")
+        var signed = extra
+        signed.append(("host", configuration.hostHeader))
+        signed.append(("x-amz-content-sha256", payloadHash))
+        let signature = signer.sign(method: method, path: path, headers: signed, payloadHash: payloadHash, date: .now())
+
+        var request = HTTPClientRequest(url: configuration.endpoint + path)
+        request.method = HTTPMethod(rawValue: method)
+        for (name, value) in signature.headers {
+            request.headers.add(name: name, value: value)
+        }
+        request.headers.add(name: "authorization", value: signature.authorization)
+        request.body = body
+
+        let target = "\(operation) s3://\(configuration.bucket)/\(key ?? "")"
+        do {
+            // Without a timeout of its own, a request is bounded by its caller (the job's --upload-timeout).
+            let deadline = timeout.map { NIODeadline.now() + .nanoseconds($0.nanoseconds) } ?? .distantFuture
+            let response = try await client.execute(request, deadline: deadline, logger: logger)
+            let status = Int(response.status.code)
+            var errorBody = ByteBuffer()
+            if !(200..<300).contains(status) && method != "HEAD" {
+                // An S3 error is a small XML document; more than this is not one.
+                errorBody = (try? await response.body.collect(upTo: 64 << 10)) ?? ByteBuffer()
+            }
+            let error = S3ErrorDocument(String(buffer: errorBody)).error(status: status, target: target)
+            return Answer(status: status, headers: response.headers, error: error)
+        } catch let error as MediaStoreError {
+            throw Task.isCancelled ? CancellationError() : error
+        } catch {
+            if Task.isCancelled || error is CancellationError {
+                throw CancellationError()
+            }
+            if let error = error as? HTTPClientError, error == .deadlineExceeded, let timeout {
+                throw MediaStoreError.timedOut(after: timeout)
+            }
+            throw MediaStoreError.transient("\(target) at \(configuration.endpoint): \(error)")
+        }
+    }
+
+    /// Keys are Herald's own (`media/ID.EXT`); an empty one would address the bucket.
+    private static func validate(key: String) throws {
+        guard !key.isEmpty, !key.hasPrefix("/") else {
+            throw MediaStoreError.invalidKey(key, reason: "it is empty or starts with '/'")
+        }
+    }
+
+    /// The key's segments percent-encoded, the slashes between them kept: S3 signs the path as sent.
+    static func encodedPath(_ key: String) -> String {
+        key.split(separator: "/", omittingEmptySubsequences: false).map { SigV4Signer.uriEncode($0) }.joined(separator: "/")
+    }
+}
+
+// MARK: - Errors
+
+/// The `<Error><Code>…</Code><Message>…</Message></Error>` body of a failed S3 request.
+struct S3ErrorDocument {
+    var code: String?
+    var message: String?
+
+    init(_ xml: String) {
+        code = Self.element("Code", in: xml)
+        message = Self.element("Message", in: xml)
+    }
+
+    /// Codes S3 sends with a 4xx or 5xx that mean "try again" (AWS's SDKs retry them too).
+    static let transientCodes: Set<String> = [
+        "SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling", "ThrottlingException",
+        "RequestThrottled", "TooManyRequests",
+    ]
+
+    /// The error for an answer with `status`: transient for 429, 5xx and the transient codes; permanent otherwise.
+    func error(status: Int, target: String) -> MediaStoreError {
+        let code = self.code ?? (status == 404 ? "NotFound" : "HTTP \(status)")
+        let text = "\(target) failed: \(code) (HTTP \(status))" + (message.map { ": \($0)" } ?? "")
+        if status == 429 || (500...599).contains(status) || Self.transientCodes.contains(code) {
+            return .transient(text, statusCode: status)
+        }
+        return .permanent(text, statusCode: status)
+    }
+
+    /// The text of the first `<name>…</name>`, unescaped; enough for S3's flat error documents.
+    private static func element(_ name: String, in xml: String) -> String? {
+        guard let open = xml.firstRange(of: "<\(name)>"), let close = xml[open.upperBound...].firstRange(of: "</\(name)>") else {
+            return nil
+        }
+        let text = xml[open.upperBound..<close.lowerBound]
+        return String(text)
+            .replacing("&lt;", with: "<").replacing("&gt;", with: ">").replacing("&quot;", with: "\"")
+            .replacing("&apos;", with: "'").replacing("&amp;", with: "&")
+    }
+}
+
+/// Whether the bucket answered the start-up check; touched by the watcher and read by `/readyz`.
+private final class BucketState: Sendable {
+    enum State {
+        case checking
+        case reachable
+        case unreachable(String)
+    }
+
+    private struct Guarded {
+        var state = State.checking
+        /// Callers of ``checked()`` waiting for the first answer.
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let guarded = Mutex(Guarded())
+
+    func set(_ new: State) {
+        let waiters = guarded.withLock { guarded in
+            guarded.state = new
+            defer { guarded.waiters = [] }
+            return guarded.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once the first check has an answer, whatever it is.
+    func checked() async {
+        await withCheckedContinuation { continuation in
+            let known = guarded.withLock { guarded in
+                guard case .checking = guarded.state else { return true }
+                guarded.waiters.append(continuation)
+                return false
+            }
+            if known { continuation.resume() }
+        }
+    }
+
+    var problem: String? {
+        guarded.withLock { guarded in
+            switch guarded.state {
+            case .checking: return "checking the media store's bucket"
+            case .reachable: return nil
+            case .unreachable(let problem): return problem
+            }
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds (saturating), for NIO's `TimeAmount`.
+    fileprivate var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? .max : whole + attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,238 @@
+import Foundation
+import HeraldTestSupport
+import Logging
+import Publishing
+import Testing
+
+/// A staged file of `size` pseudo-random bytes in a fresh directory, and its SHA-256.
+struct StagedFile {
+    let directory: String
+    let path: String
+    let bytes: [UInt8]
+    let sha256: String
+
+    init(size: Int) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-s3-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        path = directory + "/staged.bin"
+        // A random block repeated: random enough for checksums, fast enough for tens of MiB in a debug build.
+        let block = (0..<(64 << 10)).map { _ in UInt8.random(in: 0...255) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(size + block.count)
+        while bytes.count < size { bytes.append(contentsOf: block) }
+        bytes.removeLast(bytes.count - size)
+        self.bytes = bytes
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        sha256 = SigV4Signer.payloadHash(bytes)
+    }
+
+    func object(key: String = "media/\(UUID().uuidString.lowercased()).bin") -> MediaObject {
+        MediaObject(key: key, stagedFile: path, size: bytes.count, sha256: sha256, contentType: "application/octet-stream")
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// Runs `body` with a store for `bucket` at `endpoint`, and shuts its HTTP client down afterwards.
+func withS3Store<T>(
+    endpoint: String,
+    bucket: String,
+    credentials: SigV4Signer.Credentials,
+    chunkSize: Int = 64 << 10,
+    connectTimeout: Duration = .seconds(10),
+    _ body: (S3MediaStore) async throws -> T
+) async throws -> T {
+    var logger = Logger(label: "S3MediaStoreTests")
+    logger.logLevel = .critical
+    let configuration = try S3Configuration(url: "s3://\(bucket)?endpoint=\(endpoint)&region=us-east-1", credentials: credentials)
+    let store = S3MediaStore(configuration: configuration, connectTimeout: connectTimeout, chunkSize: chunkSize, logger: logger)
+    do {
+        let result = try await body(store)
+        try await store.shutdown()
+        return result
+    } catch {
+        try? await store.shutdown()
+        throw error
+    }
+}
+
+@Suite("S3 media store against moto (SigV4 verified)", .serialized, .timeLimit(.minutes(2)))
+struct S3MediaStoreMotoTests {
+    @Test func putStreamsTheFileAndTheStoredBytesMatch() async throws {
+        let moto = try await MotoServer.shared()
+        let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)
+        let bucket = try await s3.makeBucket()
+        let staged = try StagedFile(size: 1_500_000)  // 23 chunks of 64 KiB
+        defer { staged.remove() }
+        let object = staged.object()
+
+        try await withS3Store(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials) { store in
+            #expect(await store.checkBucket() == nil)
+            let url = try await store.put(object)
+            #expect(url == "\(moto.endpoint)/\(bucket)/\(object.key)")
+            let stored = try #require(try await s3.get(bucket: bucket, key: object.key))
+            #expect(stored.count == staged.bytes.count)
+            #expect(SigV4Signer.payloadHash(stored) == staged.sha256)
+            #expect(try await store.exists(key: object.key))
+
+            try await store.delete(key: object.key)
+            #expect(try await !store.exists(key: object.key))
+            #expect(try await s3.keys(bucket: bucket).isEmpty)
+            // Deleting what is not there succeeds: clean-up may run twice.
+            try await store.delete(key: object.key)
+        }
+    }
+
+    @Test func aWrongSecretFailsPermanentlyNamingSignatureDoesNotMatch() async throws {
+        let moto = try await MotoServer.shared()
+        let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)
+        let bucket = try await s3.makeBucket()
+        let staged = try StagedFile(size: 10_000)
+        defer { staged.remove() }
+        var wrong = moto.credentials
+        wrong.secretAccessKey = "not-the-secret"
+
+        try await withS3Store(endpoint: moto.endpoint, bucket: bucket, credentials: wrong) { store in
+            let error = try await #require(throws: MediaStoreError.self) { try await store.put(staged.object()) }
+            #expect(!error.isTransient)
+            #expect(error.statusCode == 403)
+            #expect(error.message.contains("SignatureDoesNotMatch"), "\(error.message)")
+            #expect(await store.checkBucket()?.contains("403") == true)
+        }
+        #expect(try await s3.keys(bucket: bucket).isEmpty)
+    }
+
+    @Test func aMissingBucketFailsPermanentlyNamingNoSuchBucket() async throws {
+        let moto = try await MotoServer.shared()
+        let staged = try StagedFile(size: 10_000)
+        defer { staged.remove() }
+
+        try await withS3Store(endpoint: moto.endpoint, bucket: "herald-no-such-bucket", credentials: moto.credentials) { store in
+            let error = try await #require(throws: MediaStoreError.self) { try await store.put(staged.object()) }
+            #expect(!error.isTransient)
+            #expect(error.statusCode == 404)
+            #expect(error.message.contains("NoSuchBucket"), "\(error.message)")
+            let problem = try #require(await store.checkBucket())
+            #expect(problem.contains("NoSuchBucket") && problem.contains("herald-no-such-bucket"))
+        }
+    }
+
+    @Test func aStagedFileOfTheWrongSizeIsNotSent() async throws {
+        let moto = try await MotoServer.shared()
+        let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)
+        let bucket = try await s3.makeBucket()
+        let staged = try StagedFile(size: 10_000)
+        defer { staged.remove() }
+        var object = staged.object()
+        object.size += 1
+
+        try await withS3Store(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials) { store in
+            let error = try await #require(throws: MediaStoreError.self) { try await store.put(object) }
+            #expect(error.errorCode == .sizeMismatch)
+            var missing = staged.object()
+            missing.stagedFile += ".gone"
+            let gone = try await #require(throws: MediaStoreError.self) { try await store.put(missing) }
+            #expect(gone.errorCode == .stagedFileMissing)
+        }
+        #expect(try await s3.keys(bucket: bucket).isEmpty)
+    }
+}
+
+@Suite("S3 media store against a misbehaving server", .serialized, .timeLimit(.minutes(1)))
+struct S3MediaStoreFaultTests {
+    static let credentials = SigV4Signer.Credentials(accessKeyID: "AKIDTEST", secretAccessKey: "secret")
+
+    @Test func slowDownIsTransientThenTheRetrySucceeds() async throws {
+        let slowDown = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+        try await FakeS3.with(react: { request in
+            request.number == 1 ? .respond(status: 503, body: slowDown) : .respond(status: 200)
+        }) { server in
+            let staged = try StagedFile(size: 5000)
+            defer { staged.remove() }
+
+            try await withS3Store(endpoint: server.endpoint, bucket: "herald-media", credentials: Self.credentials) { store in
+                let error = try await #require(throws: MediaStoreError.self) { try await store.put(staged.object()) }
+                #expect(error.isTransient)
+                #expect(error.statusCode == 503)
+                #expect(error.message.contains("SlowDown (HTTP 503): Please reduce your request rate."), "\(error.message)")
+                _ = try await store.put(staged.object())
+            }
+            let puts = server.requests.filter { $0.method == "PUT" }
+            #expect(puts.count == 2)
+            for put in puts {
+                #expect(put.bodyLength == staged.bytes.count)
+                #expect(put.header("x-amz-content-sha256") == staged.sha256, "the payload is signed, not UNSIGNED-PAYLOAD")
+                #expect(put.header("content-length") == String(staged.bytes.count))
+                #expect(put.header("authorization")?.hasPrefix("AWS4-HMAC-SHA256 Credential=AKIDTEST/") == true)
+            }
+        }
+    }
+
+    @Test func aForbiddenAnswerIsPermanentWithItsCode() async throws {
+        let denied = "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+        try await FakeS3.with(react: { _ in .respond(status: 403, body: denied) }) { server in
+            let staged = try StagedFile(size: 100)
+            defer { staged.remove() }
+
+            try await withS3Store(endpoint: server.endpoint, bucket: "herald-media", credentials: Self.credentials) { store in
+                let error = try await #require(throws: MediaStoreError.self) { try await store.put(staged.object()) }
+                #expect(!error.isTransient)
+                #expect(error.message.contains("AccessDenied (HTTP 403): Access Denied"), "\(error.message)")
+            }
+        }
+    }
+
+    @Test func aRefusedConnectionIsTransient() async throws {
+        let server = try await FakeS3.start { _ in .respond(status: 200) }
+        let endpoint = server.endpoint
+        try await server.stop()
+        let staged = try StagedFile(size: 100)
+        defer { staged.remove() }
+
+        let clock = ContinuousClock()
+        let started = clock.now
+        try await withS3Store(endpoint: endpoint, bucket: "herald-media", credentials: Self.credentials, connectTimeout: .seconds(1)) { store in
+            let error = try await #require(throws: MediaStoreError.self) { try await store.put(staged.object()) }
+            #expect(error.isTransient, "\(error)")
+            print("refused connection failed after \(clock.now - started): \(error.message)")
+        }
+    }
+
+    /// The upload's task is cancelled while the server sits on the request: the connection must close at once.
+    @Test(arguments: [FakeS3.Reaction.hang, .stall])
+    func cancellingAnUploadClosesItsConnection(reaction: FakeS3.Reaction) async throws {
+        try await FakeS3.with(react: { _ in reaction }) { server in
+            // Large enough that a stalled server cannot have read it all (socket buffers hold a few MiB).
+            let staged = try StagedFile(size: 16 << 20)
+            defer { staged.remove() }
+
+            try await withS3Store(endpoint: server.endpoint, bucket: "herald-media", credentials: Self.credentials) { store in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        await #expect(throws: CancellationError.self) { try await store.put(staged.object()) }
+                    }
+                    await server.waitForRequests(1)
+                    if case .hang = reaction {
+                        await server.waitForBody(ofRequest: 1, count: staged.bytes.count)  // all sent; no answer comes
+                    }
+                    let request = try #require(server.requests.first)
+                    let clock = ContinuousClock()
+                    let cancelled = clock.now
+                    group.cancelAll()
+                    server.unstall()
+                    let closed = await server.waitForClose(connection: request.connection)
+                    let latency = closed - cancelled
+                    try await group.waitForAll()
+                    #expect(latency < .seconds(1), "the server saw the connection close \(latency) after the cancel")
+                    if case .stall = reaction {
+                        let received = server.requests.first?.bodyLength ?? 0
+                        #expect(received < staged.bytes.count, "the body was not sent to the end")
+                    }
+                    print("cancel to connection closed (\(reaction)): \(latency)")
+                }
+            }
+        }
+    }
+}
