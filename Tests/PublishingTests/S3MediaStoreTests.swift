@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HeraldTestSupport
 import Logging
@@ -5,29 +6,37 @@ import Publishing
 import Testing
 
 /// A staged file of `size` pseudo-random bytes in a fresh directory, and its SHA-256.
+///
+/// Written a block at a time and never held whole: other suites measure this process's peak memory.
 struct StagedFile {
     let directory: String
     let path: String
-    let bytes: [UInt8]
+    let size: Int
     let sha256: String
 
     init(size: Int) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-s3-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         path = directory + "/staged.bin"
+        self.size = size
         // A random block repeated: random enough for checksums, fast enough for tens of MiB in a debug build.
-        let block = (0..<(64 << 10)).map { _ in UInt8.random(in: 0...255) }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(size + block.count)
-        while bytes.count < size { bytes.append(contentsOf: block) }
-        bytes.removeLast(bytes.count - size)
-        self.bytes = bytes
-        try Data(bytes).write(to: URL(fileURLWithPath: path))
-        sha256 = SigV4Signer.payloadHash(bytes)
+        let block = Data((0..<(64 << 10)).map { _ in UInt8.random(in: 0...255) })
+        guard FileManager.default.createFile(atPath: path, contents: nil) else { throw CocoaError(.fileWriteUnknown) }
+        let file = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? file.close() }
+        var hash = SHA256()
+        var written = 0
+        while written < size {
+            let piece = block.prefix(size - written)
+            try file.write(contentsOf: piece)
+            hash.update(data: piece)
+            written += piece.count
+        }
+        sha256 = hash.finalize().map { String(format: "%02x", $0) }.joined()
     }
 
     func object(key: String = "media/\(UUID().uuidString.lowercased()).bin") -> MediaObject {
-        MediaObject(key: key, stagedFile: path, size: bytes.count, sha256: sha256, contentType: "application/octet-stream")
+        MediaObject(key: key, stagedFile: path, size: size, sha256: sha256, contentType: "application/octet-stream")
     }
 
     func remove() {
@@ -73,7 +82,7 @@ struct S3MediaStoreMotoTests {
             let url = try await store.put(object)
             #expect(url == "\(moto.endpoint)/\(bucket)/\(object.key)")
             let stored = try #require(try await s3.get(bucket: bucket, key: object.key))
-            #expect(stored.count == staged.bytes.count)
+            #expect(stored.count == staged.size)
             #expect(SigV4Signer.payloadHash(stored) == staged.sha256)
             #expect(try await store.exists(key: object.key))
 
@@ -162,9 +171,9 @@ struct S3MediaStoreFaultTests {
             let puts = server.requests.filter { $0.method == "PUT" }
             #expect(puts.count == 2)
             for put in puts {
-                #expect(put.bodyLength == staged.bytes.count)
+                #expect(put.bodyLength == staged.size)
                 #expect(put.header("x-amz-content-sha256") == staged.sha256, "the payload is signed, not UNSIGNED-PAYLOAD")
-                #expect(put.header("content-length") == String(staged.bytes.count))
+                #expect(put.header("content-length") == String(staged.size))
                 #expect(put.header("authorization")?.hasPrefix("AWS4-HMAC-SHA256 Credential=AKIDTEST/") == true)
             }
         }
@@ -215,7 +224,7 @@ struct S3MediaStoreFaultTests {
                     }
                     await server.waitForRequests(1)
                     if case .hang = reaction {
-                        await server.waitForBody(ofRequest: 1, count: staged.bytes.count)  // all sent; no answer comes
+                        await server.waitForBody(ofRequest: 1, count: staged.size)  // all sent; no answer comes
                     }
                     let request = try #require(server.requests.first)
                     let clock = ContinuousClock()
@@ -228,7 +237,7 @@ struct S3MediaStoreFaultTests {
                     #expect(latency < .seconds(1), "the server saw the connection close \(latency) after the cancel")
                     if case .stall = reaction {
                         let received = server.requests.first?.bodyLength ?? 0
-                        #expect(received < staged.bytes.count, "the body was not sent to the end")
+                        #expect(received < staged.size, "the body was not sent to the end")
                     }
                     print("cancel to connection closed (\(reaction)): \(latency)")
                 }
