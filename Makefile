@@ -3,7 +3,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build run test lint format openapi-lint release bench-healthz verify-container clean
+.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz verify-container clean
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
 deps:
@@ -44,6 +44,12 @@ openapi-lint:
 release: deps
 	$(SWIFT) build -c release --product herald --static-swift-stdlib --scratch-path .build-release
 
+## Release builds, then every measurement side by side (Benchmarks/run.py); writes BENCHMARKS.md (about 10 minutes).
+bench: deps
+	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }
+	@command -v curl >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq curl; }
+	python3 Benchmarks/run.py $(BENCH_ARGS)
+
 ## GET /healthz under wrk, side by side with a plain C libmicrohttpd server.
 bench-healthz: deps
 	Benchmarks/healthz.sh
@@ -53,4 +59,4 @@ verify-container:
 	scripts/verify-container
 
 clean:
-	rm -rf .build .build-release Benchmarks/out
+	rm -rf .build .build-release Benchmarks/out Benchmarks/hummingbird-baseline/.build-release

@@ -5,7 +5,9 @@
  * Herald's /healthz returns), from one response created at start-up and reused.
  *
  * Build: gcc -O2 -Wall -Wextra hello.c -o hello $(pkg-config --cflags --libs libmicrohttpd)
- * Usage: hello PORT [THREADS]   (binds 127.0.0.1 only; PORT 0 picks a free port)
+ * Usage: hello PORT [THREADS [BODY_FILE]]   (binds 127.0.0.1 only; PORT 0 picks a free port)
+ *        BODY_FILE: answer with that file's bytes instead (up to 64 KiB), e.g. a job's JSON, so that the limit
+ *        is measured with the same response size as the server it is compared with.
  *
  * SIGTERM or SIGINT stops the daemon and exits 0.
  */
@@ -22,6 +24,7 @@
 #include <microhttpd.h>
 
 static const char BODY[] = "{\"status\":\"ok\"}";
+static char file_body[65536];
 
 /* Any non-NULL address will do: it only marks "headers seen, waiting for the final call". */
 static int request_marker;
@@ -65,10 +68,27 @@ int main(int argc, char **argv)
 {
     long port = 0;
     long threads = 1;
-    if (argc < 2 || argc > 3 || !parse_number(argv[1], 0, 65535, &port)
-        || (argc == 3 && !parse_number(argv[2], 1, 1024, &threads))) {
-        fprintf(stderr, "usage: %s PORT [THREADS]\n", argc > 0 ? argv[0] : "hello");
+    if (argc < 2 || argc > 4 || !parse_number(argv[1], 0, 65535, &port)
+        || (argc >= 3 && !parse_number(argv[2], 1, 1024, &threads))) {
+        fprintf(stderr, "usage: %s PORT [THREADS [BODY_FILE]]\n", argc > 0 ? argv[0] : "hello");
         return 2;
+    }
+    const char *body = BODY;
+    size_t body_size = sizeof BODY - 1;
+    if (argc == 4) {
+        FILE *file = fopen(argv[3], "rb");
+        if (file == NULL) {
+            fprintf(stderr, "%s: %s\n", argv[3], strerror(errno));
+            return 2;
+        }
+        body_size = fread(file_body, 1, sizeof file_body, file);
+        int too_big = fgetc(file) != EOF;
+        fclose(file);
+        if (too_big) {
+            fprintf(stderr, "%s: larger than %zu bytes\n", argv[3], sizeof file_body);
+            return 2;
+        }
+        body = file_body;
     }
 
     /* Block SIGTERM/SIGINT before libmicrohttpd starts its threads, so they inherit the mask
@@ -88,7 +108,7 @@ int main(int argc, char **argv)
     }
 
     struct MHD_Response *response = MHD_create_response_from_buffer(
-        sizeof BODY - 1, (void *) BODY, MHD_RESPMEM_PERSISTENT);
+        body_size, (void *) body, MHD_RESPMEM_PERSISTENT);
     if (response == NULL) {
         fprintf(stderr, "MHD_create_response_from_buffer failed\n");
         return 1;

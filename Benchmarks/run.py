@@ -1,0 +1,591 @@
+#!/usr/bin/env python3
+"""`make bench`: Herald measured side by side with the limit and with a Hummingbird 2 peer; writes BENCHMARKS.md.
+
+Every pair is run alternately (A B C A B C ...) for --rounds rounds on this machine, loopback only; the
+table gives medians with min and max, and ratios of medians. Release builds use their own scratch paths.
+
+  1. HTTP status poll: wrk on GET /v1/jobs/{id} (a job with 4 uploads) against Herald, the Hummingbird
+     baseline (Benchmarks/hummingbird-baseline) reading the same database, and the C libmicrohttpd limit
+     (Benchmarks/c-hello) answering the same bytes as a constant body.
+  2. Post creation: wrk POST /v1/posts (text only, durable commit) against the raw sqlite3 insert rate of the
+     same rows with the same pragmas (Benchmarks/sqlite-insert).
+  3. Parallel publish: 8 media per post to a local S3-compatible server (in this process) that answers each
+     PUT after 300 ms; job wall time / slowest upload at --upload-concurrency 1, 4 and 8; then 200 posts x 4
+     media end to end.
+  4. Cancellation latency: 50 jobs with 4 uploads that the server never answers; from the cancel request to
+     every upload's connection closed, as the server sees it.
+  5. Memory: peak RSS growth of Herald while it ingests and uploads a 1 GiB media.
+
+Raw outputs go to Benchmarks/out/. Every process and every wrk run has a hard time limit.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "Benchmarks")
+OUT = os.path.join(BENCH, "out")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+CONNECTIONS = 32
+PNG = bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0x0D, 0x49, 0x48, 0x44, 0x52]) + bytes(range(200)) * 20
+
+
+def log(message):
+    print(f"==> {message}", file=sys.stderr, flush=True)
+
+
+def run(command, cwd=ROOT, timeout=1800):
+    log(" ".join(command))
+    subprocess.run(command, cwd=cwd, check=True, timeout=timeout, stdout=sys.stderr)
+
+
+def build():
+    """Release builds of Herald and the baseline, and the two C programs."""
+    os.makedirs(OUT, exist_ok=True)
+    run(["swift", "build", "-c", "release", "--product", "herald", "--static-swift-stdlib", "--scratch-path", ".build-release"])
+    baseline = os.path.join(BENCH, "hummingbird-baseline")
+    run(["swift", "build", "-c", "release", "--scratch-path", ".build-release"], cwd=baseline)
+    mhd = subprocess.run(["pkg-config", "--cflags", "--libs", "libmicrohttpd"], check=True, capture_output=True, text=True).stdout.split()
+    run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "c-hello", "hello.c"), "-o", os.path.join(OUT, "hello")] + mhd)
+    run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "sqlite-insert", "insert.c"), "-o", os.path.join(OUT, "insert"), "-lsqlite3"])
+    return {
+        "herald": os.path.join(ROOT, ".build-release", "release", "herald"),
+        "baseline": os.path.join(baseline, ".build-release", "release", "hummingbird-baseline"),
+        "hello": os.path.join(OUT, "hello"),
+        "insert": os.path.join(OUT, "insert"),
+    }
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http(method, url, body=None, content_type=None, timeout=30):
+    request = urllib.request.Request(url, data=body, method=method)
+    if content_type:
+        request.add_header("Content-Type", content_type)
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.status, response.read()
+
+
+class Server:
+    """A server process on 127.0.0.1:port, ready once `ready_path` answers; stopped with SIGTERM (then SIGKILL)."""
+
+    def __init__(self, name, command, port, ready_path="/healthz", environment=None):
+        self.name, self.port = name, port
+        self.log = open(os.path.join(OUT, f"{name}.log"), "w")
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment)
+        deadline = time.monotonic() + 60
+        while True:  # a bounded readiness probe: the process gives no other signal that it listens
+            try:
+                http("GET", self.url(ready_path), timeout=2)
+                return
+            except Exception:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"{name} did not start; see {self.log.name}")
+                time.sleep(0.05)
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def cpu_seconds(self):
+        fields = open(f"/proc/{self.process.pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+def wrk(server, path, seconds, label, script=None):
+    """One wrk run: requests/s, p99 latency (ms), server CPU µs per request, non-2xx count."""
+    command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency"]
+    if script:
+        command += ["-s", script]
+    command.append(server.url(path))
+    cpu_before = server.cpu_seconds()
+    output = subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
+    cpu = server.cpu_seconds() - cpu_before
+    with open(os.path.join(OUT, f"wrk-{label}.txt"), "w") as file:
+        file.write(output)
+    requests = int(re.search(r"(\d+) requests in", output).group(1))
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", output)
+    p99_ms = float(p99.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[p99.group(2)]
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    return {
+        "rate": rate,
+        "p99_ms": p99_ms,
+        "cpu_us": cpu / max(requests, 1) * 1e6,
+        "non2xx": int(errors.group(1)) if errors else 0,
+    }
+
+
+def summary(values):
+    return statistics.median(values), min(values), max(values)
+
+
+def cell(values, digits=0):
+    median, low, high = summary(values)
+    return f"{median:,.{digits}f} ({low:,.{digits}f}–{high:,.{digits}f})"
+
+
+# MARK: 1. HTTP status poll
+
+
+def status_poll(binaries, rounds, seconds):
+    data = tempfile.mkdtemp(prefix="herald-bench-")
+    herald = Server("herald-poll", [binaries["herald"], "serve", "--port", str(herald_port := free_port()), "--data-dir", data, "--log-level", "warning"], herald_port)
+    servers = [herald]
+    try:
+        media = []
+        for index in range(4):
+            _, body = http("POST", herald.url("/v1/media"), PNG + bytes([index]) * 100, "image/png")
+            media.append(json.loads(body)["id"])
+        _, body = http("POST", herald.url("/v1/posts"), json.dumps({"text": "benchmark", "media_ids": media}).encode(), "application/json")
+        job = json.loads(body)["job"]["id"]
+        _, body = http("GET", herald.url(f"/v1/jobs/{job}?wait=30"))
+        answer = json.loads(body)
+        assert answer["state"] == "succeeded" and len(answer["uploads"]) == 4, answer
+        path = f"/v1/jobs/{job}"
+
+        baseline = Server("baseline-poll", [binaries["baseline"], "--db", os.path.join(data, "herald.sqlite"), "--host", "127.0.0.1", "--port", str(port := free_port())], port, ready_path=path)
+        servers.append(baseline)
+        _, herald_body = http("GET", herald.url(path))
+        _, baseline_body = http("GET", baseline.url(path))
+        assert json.loads(herald_body) == json.loads(baseline_body), "the baseline answers the same job object"
+        body_file = os.path.join(OUT, "job.json")
+        with open(body_file, "wb") as file:
+            file.write(herald_body)
+        limit = Server("c-limit-poll", [binaries["hello"], str(port := free_port()), "1", body_file], port, ready_path=path)
+        servers.append(limit)
+        sizes = {"Herald": len(herald_body), "Hummingbird 2 + GRDB": len(baseline_body), "C libmicrohttpd (constant body)": len(herald_body)}
+
+        results = {name: [] for name in sizes}
+        targets = list(zip(sizes, [herald, baseline, limit]))
+        for round_index in range(rounds):
+            for name, server in targets:
+                log(f"status poll, round {round_index + 1}/{rounds}: {name}")
+                results[name].append(wrk(server, path, seconds, f"poll-{server.name}-{round_index + 1}"))
+        return results, sizes
+    finally:
+        for server in servers:
+            server.stop()
+
+
+# MARK: 2. Post creation
+
+
+def post_creation(binaries, rounds, seconds):
+    script = os.path.join(OUT, "post.lua")
+    with open(script, "w") as file:
+        file.write('wrk.method = "POST"\nwrk.body = \'{"text": "hello from wrk"}\'\nwrk.headers["Content-Type"] = "application/json"\n')
+    migrations = sorted(os.path.join(ROOT, "Migrations", name) for name in os.listdir(os.path.join(ROOT, "Migrations")) if name.endswith(".sql"))
+    results = {"Herald POST /v1/posts": [], "sqlite3 C insert (limit)": []}
+    for round_index in range(rounds):
+        data = tempfile.mkdtemp(prefix="herald-bench-")
+        log(f"post creation, round {round_index + 1}/{rounds}: Herald")
+        # The queue is paused so that the runner's publishing does not compete with the inserts being measured.
+        herald = Server("herald-post", [binaries["herald"], "serve", "--port", str(port := free_port()), "--data-dir", data, "--log-level", "warning"], port)
+        try:
+            http("POST", herald.url("/v1/queue/pause"))
+            results["Herald POST /v1/posts"].append(wrk(herald, "/v1/posts", seconds, f"post-herald-{round_index + 1}", script=script))
+        finally:
+            herald.stop()
+        log(f"post creation, round {round_index + 1}/{rounds}: sqlite3 C insert")
+        database = os.path.join(tempfile.mkdtemp(prefix="herald-bench-"), "limit.sqlite")
+        output = subprocess.run([binaries["insert"], database, "10000000", str(seconds)] + migrations, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
+        rate = float(re.search(r"posts_per_second=([\d.]+)", output).group(1))
+        results["sqlite3 C insert (limit)"].append({"rate": rate})
+    return results
+
+
+# MARK: A local S3-compatible server
+
+
+class FakeS3:
+    """Path-style S3 on 127.0.0.1 in this process: HEAD bucket 200; PUT reads the body, then answers after
+    `latency` seconds or, when `hang` is set, never: it waits for the client to close and records when.
+    DELETE 204. Threads share this process's monotonic clock with the driver, so latencies need no sync."""
+
+    def __init__(self):
+        self.latency = 0.3
+        self.hang = False
+        self.lock = threading.Condition()
+        self.puts = []  # (key, received_at, answered_at)
+        self.received = {}  # key -> time its whole body had arrived (hang mode)
+        self.closed = {}  # key -> time the client closed the connection (hang mode)
+        self.bytes = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def answer(self, status):
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_HEAD(self):
+                self.answer(200)
+
+            def do_DELETE(self):
+                self.answer(204)
+
+            def do_PUT(self):
+                started = time.monotonic()
+                key = self.path.split("/", 2)[2]
+                remaining = int(self.headers["Content-Length"])
+                while remaining > 0:
+                    chunk = self.rfile.read(min(remaining, 1 << 20))
+                    if not chunk:
+                        return
+                    remaining -= len(chunk)
+                    with fake.lock:
+                        fake.bytes += len(chunk)
+                if fake.hang:
+                    with fake.lock:
+                        fake.received[key] = time.monotonic()
+                        fake.lock.notify_all()
+                    self.connection.settimeout(120)
+                    try:
+                        while self.connection.recv(1 << 16):
+                            pass
+                    except OSError:
+                        pass
+                    with fake.lock:
+                        fake.closed[key] = time.monotonic()
+                        fake.lock.notify_all()
+                    self.close_connection = True
+                    return
+                time.sleep(max(0.0, fake.latency - (time.monotonic() - started)))
+                self.answer(200)
+                with fake.lock:
+                    fake.puts.append((key, started, time.monotonic()))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def store(self):
+        return f"s3://bench?endpoint=http://127.0.0.1:{self.port}&region=us-east-1"
+
+    def wait(self, predicate, timeout=60):
+        with self.lock:
+            if not self.lock.wait_for(lambda: predicate(self), timeout=timeout):
+                raise RuntimeError("the fake S3 server did not see what was expected in time")
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def s3_herald(binaries, fake, name, *flags):
+    data = tempfile.mkdtemp(prefix="herald-bench-")
+    environment = dict(os.environ, AWS_ACCESS_KEY_ID="AKIDBENCH", AWS_SECRET_ACCESS_KEY="bench-secret")
+    port = free_port()
+    command = [binaries["herald"], "serve", "--port", str(port), "--data-dir", data, "--log-level", "warning", "--store", fake.store()]
+    return Server(name, command + list(flags), port, ready_path="/readyz", environment=environment)
+
+
+def upload(server, count, size=len(PNG) + 100):
+    ids = []
+    for index in range(count):
+        body = PNG + bytes([index % 256]) * (size - len(PNG))
+        ids.append(json.loads(http("POST", server.url("/v1/media"), body, "image/png")[1])["id"])
+    return ids
+
+
+def create_post(server, media):
+    _, body = http("POST", server.url("/v1/posts"), json.dumps({"text": "benchmark", "media_ids": media}).encode(), "application/json")
+    return json.loads(body)["job"]["id"]
+
+
+def wait_job(server, job):
+    for _ in range(10):  # ?wait= holds up to 30 s; ten of them bound the wait at five minutes
+        answer = json.loads(http("GET", server.url(f"/v1/jobs/{job}?wait=30"), timeout=40)[1])
+        if answer["done"]:
+            return answer
+    raise RuntimeError(f"job {job} did not finish")
+
+
+def timestamp(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+# MARK: 3. Parallel publish
+
+
+def parallel_publish(binaries, rounds):
+    fake = FakeS3()
+    curve = {1: [], 4: [], 8: []}
+    try:
+        for round_index in range(rounds):
+            for concurrency in curve:
+                log(f"parallel publish, round {round_index + 1}/{rounds}: 8 media at --upload-concurrency {concurrency}")
+                herald = s3_herald(binaries, fake, f"herald-parallel-{concurrency}", "--upload-concurrency", str(concurrency))
+                try:
+                    media = upload(herald, 8)
+                    with fake.lock:
+                        fake.puts.clear()
+                    job = wait_job(herald, create_post(herald, media))
+                    assert job["state"] == "succeeded", job
+                    wall = timestamp(job["finished_at"]) - timestamp(job["started_at"])
+                    with fake.lock:
+                        slowest = max(answered - received for _, received, answered in fake.puts)
+                    curve[concurrency].append({"wall": wall, "slowest": slowest, "ratio": wall / slowest})
+                finally:
+                    herald.stop()
+        log("parallel publish: 200 posts x 4 media, end to end")
+        throughput = []
+        for round_index in range(rounds):
+            herald = s3_herald(binaries, fake, "herald-throughput")
+            try:
+                http("POST", herald.url("/v1/queue/pause"))
+                media = upload(herald, 800)
+                jobs = [create_post(herald, media[index * 4 : index * 4 + 4]) for index in range(200)]
+                started = time.monotonic()
+                http("POST", herald.url("/v1/queue/resume"))
+                for job in jobs:
+                    assert wait_job(herald, job)["state"] == "succeeded"
+                throughput.append({"rate": 200 / (time.monotonic() - started)})
+            finally:
+                herald.stop()
+        return curve, throughput
+    finally:
+        fake.stop()
+
+
+# MARK: 4. Cancellation latency
+
+
+def cancel_latency(binaries, jobs=50):
+    fake = FakeS3()
+    fake.hang = True
+    latencies = []
+    herald = s3_herald(binaries, fake, "herald-cancel", "--upload-concurrency", "4")
+    try:
+        for index in range(jobs):
+            media = upload(herald, 4)
+            keys = {f"media/{id}.png" for id in media}
+            job = create_post(herald, media)
+            fake.wait(lambda fake: keys <= fake.received.keys())
+            cancelled = time.monotonic()
+            http("POST", herald.url(f"/v1/jobs/{job}/cancel"))
+            fake.wait(lambda fake: keys <= fake.closed.keys())
+            with fake.lock:
+                latencies.append(max(fake.closed[key] for key in keys) - cancelled)
+            assert wait_job(herald, job)["state"] == "cancelled"
+        log(f"cancellation latency: {jobs} jobs measured")
+        return latencies
+    finally:
+        herald.stop()
+        fake.stop()
+
+
+# MARK: 5. Memory
+
+
+def rss_kib(server, field):
+    return next(int(line.split()[1]) for line in open(f"/proc/{server.process.pid}/status") if line.startswith(field))
+
+
+def memory(binaries, size=1 << 30):
+    fake = FakeS3()
+    fake.latency = 0
+    path = os.path.join(tempfile.mkdtemp(prefix="herald-bench-"), "big.mp4")
+    with open(path, "wb") as file:  # a header MP4 sniffing accepts, then pseudo-random blocks
+        block = os.urandom(1 << 20)
+        file.write(b"\x00\x00\x00\x18ftypmp42" + bytes(12))
+        written = 24
+        while written < size:
+            piece = block[: min(len(block), size - written)]
+            file.write(piece)
+            written += len(piece)
+    herald = s3_herald(binaries, fake, "herald-memory", "--max-media-bytes", str(size * 2))
+    try:
+        http("GET", herald.url("/healthz"))
+        before = rss_kib(herald, "VmRSS:")
+        log("memory: ingesting 1 GiB over HTTP")
+        output = subprocess.run(
+            # -T streams the file (--data-binary would read it whole into curl's memory).
+            ["curl", "-sS", "--fail-with-body", "-X", "POST", "-H", "Content-Type: video/mp4", "-T", path, herald.url("/v1/media")],
+            capture_output=True, check=True, timeout=600,
+        ).stdout
+        media = json.loads(output)["id"]
+        after_ingest = rss_kib(herald, "VmHWM:")
+        log("memory: uploading it to the S3 server")
+        job = wait_job(herald, create_post(herald, [media]))
+        assert job["state"] == "succeeded", job
+        assert fake.bytes == size, f"the S3 server received {fake.bytes} bytes"
+        peak = rss_kib(herald, "VmHWM:")
+        return {"before": before, "after_ingest": after_ingest, "peak": peak, "growth": peak - before}
+    finally:
+        herald.stop()
+        fake.stop()
+        os.remove(path)
+
+
+# MARK: Report
+
+
+def machine():
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "unknown CPU")
+    memory = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal")) / 1024 / 1024
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    swift = subprocess.run(["swift", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    return f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB; {swift}; commit {commit}{' (with local changes)' if dirty else ''}"
+
+
+def verdict(ratio, target, at_least=True):
+    met = ratio >= target if at_least else ratio <= target
+    return f"{ratio:.2f}× ({'≥' if at_least else '≤'} {target} {'met' if met else 'MISSED'})"
+
+
+def report(args, poll, posts, parallel=None, cancels=None, rss=None):
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Written by `make bench` ({' '.join(sys.argv[1:]) or 'defaults'}) on {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.",
+        f"Machine: {machine()}.",
+        "",
+        f"Each row: median (min–max) of {args.rounds} rounds, the contenders run alternately; wrk -t1 -c{CONNECTIONS}, "
+        f"{args.seconds} s a run, loopback. Raw outputs in `Benchmarks/out/`. Ratios are of medians.",
+        "",
+    ]
+    if poll:
+        results, sizes = poll
+        lines += [
+            "## 1. HTTP status poll: `GET /v1/jobs/{id}`, a job with 4 uploads",
+            "",
+            "| server | req/s | p99 ms | server CPU µs/req | body bytes | non-2xx |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, runs in results.items():
+            lines.append(
+                f"| {name} | {cell([r['rate'] for r in runs])} | {cell([r['p99_ms'] for r in runs], 2)} | "
+                f"{cell([r['cpu_us'] for r in runs], 1)} | {sizes[name]} | {sum(r['non2xx'] for r in runs)} |"
+            )
+        names = list(results)
+        median = {name: statistics.median(r["rate"] for r in results[name]) for name in names}
+        lines += [
+            "",
+            f"- Herald / Hummingbird 2: {verdict(median[names[0]] / median[names[1]], 2.0)}",
+            f"- Herald / C limit: {verdict(median[names[0]] / median[names[2]], 0.5)}",
+            "",
+        ]
+    if posts:
+        lines += [
+            "## 2. Post creation: `POST /v1/posts`, text only, durable (WAL, synchronous=FULL)",
+            "",
+            "| writer | posts/s |",
+            "|---|---|",
+        ]
+        for name, runs in posts.items():
+            lines.append(f"| {name} | {cell([r['rate'] for r in runs])} |")
+        names = list(posts)
+        median = {name: statistics.median(r["rate"] for r in posts[name]) for name in names}
+        lines += ["", f"- Herald / sqlite3 limit: {verdict(median[names[0]] / median[names[1]], 0.5)}", ""]
+    if parallel:
+        curve, throughput = parallel
+        lines += [
+            "## 3. Parallel publish: 8 media a post, each PUT answered after 300 ms",
+            "",
+            "| --upload-concurrency | job wall s | slowest upload s | wall / slowest |",
+            "|---|---|---|---|",
+        ]
+        for concurrency, runs in curve.items():
+            lines.append(
+                f"| {concurrency} | {cell([r['wall'] for r in runs], 3)} | {cell([r['slowest'] for r in runs], 3)} | "
+                f"{cell([r['ratio'] for r in runs], 2)} |"
+            )
+        ratio = statistics.median(r["ratio"] for r in curve[8])
+        lines += [
+            "",
+            f"- wall / slowest at concurrency 8: {verdict(ratio, 1.2, at_least=False)}",
+            f"- 200 posts x 4 media, end to end (defaults: 8 workers x 4 uploads): {cell([r['rate'] for r in throughput], 1)} posts/s",
+            "",
+        ]
+    if cancels:
+        ordered = sorted(cancels)
+        p50 = statistics.median(ordered) * 1000
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+        lines += [
+            f"## 4. Cancellation latency: {len(cancels)} jobs x 4 uploads the server never answers",
+            "",
+            "From `POST /v1/jobs/{id}/cancel` sent to the last of the job's 4 connections closed, as the server saw it.",
+            "",
+            "| p50 ms | p99 ms | max ms |",
+            "|---|---|---|",
+            f"| {p50:.1f} | {p99:.1f} | {ordered[-1] * 1000:.1f} |",
+            "",
+            f"- p99: {'met' if p99 <= 50 else 'MISSED'} (target ≤ 50 ms)",
+            "",
+        ]
+    if rss:
+        growth = rss["growth"] / 1024
+        lines += [
+            "## 5. Memory: one 1 GiB media ingested over HTTP, then uploaded to S3",
+            "",
+            "| RSS before MiB | peak after ingest MiB | peak after upload MiB | growth MiB |",
+            "|---|---|---|---|",
+            f"| {rss['before'] / 1024:.1f} | {rss['after_ingest'] / 1024:.1f} | {rss['peak'] / 1024:.1f} | {growth:.1f} |",
+            "",
+            f"- growth: {'met' if growth <= 32 else 'MISSED'} (target ≤ 32 MiB)",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+MEASUREMENTS = ["poll", "posts", "parallel", "cancel", "memory"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, choices=range(1, 11), metavar="1..10")
+    parser.add_argument("--seconds", type=int, default=5, choices=range(1, 61), metavar="1..60", help="per wrk run")
+    parser.add_argument("--only", choices=MEASUREMENTS, action="append", help="run only these measurements")
+    parser.add_argument("--output", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    args = parser.parse_args()
+    only = set(args.only or MEASUREMENTS)
+    binaries = build()
+    poll = status_poll(binaries, args.rounds, args.seconds) if "poll" in only else None
+    posts = post_creation(binaries, args.rounds, args.seconds) if "posts" in only else None
+    parallel = parallel_publish(binaries, args.rounds) if "parallel" in only else None
+    cancels = cancel_latency(binaries) if "cancel" in only else None
+    rss = memory(binaries) if "memory" in only else None
+    text = report(args, poll, posts, parallel, cancels, rss)
+    with open(args.output, "w") as file:
+        file.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
