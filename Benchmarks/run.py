@@ -582,6 +582,9 @@ def main():
     cancels = cancel_latency(binaries) if "cancel" in only else None
     rss = memory(binaries) if "memory" in only else None
     text = report(args, poll, posts, parallel, cancels, rss)
+    notes = os.path.join(BENCH, "notes.md")  # what profiling found, kept by hand next to the numbers
+    if os.path.exists(notes):
+        text += "\n" + open(notes).read()
     with open(args.output, "w") as file:
         file.write(text + "\n")
     print(text)

@@ -23,7 +23,18 @@ struct JobRoutes {
             let page = try await jobs.list(state: query.state, limit: query.limit, after: query.cursor)
             return try .json(page, encoder: .api)
         }
-        router.get("/v1/jobs/{id}") { request in
+        // A plain status poll is answered on the HTTP thread; a long-poll (?wait=N, N > 0) waits in a task.
+        router.get(
+            "/v1/jobs/{id}",
+            immediate: { request in
+                guard try Self.wait(request.queryValue("wait")) == 0 else { return nil }
+                let id = try request.parameters.require("id")
+                guard Identifier.isValid(id), let job = try jobs.findNow(id: id) else { throw HTTPError.unknown("job", id) }
+                var fields: HTTPFields = [.contentType: "application/json"]
+                if !job.done { fields[.retryAfter] = "1" }
+                return Response(headerFields: fields, body: .bytes(job.json))
+            }
+        ) { request in
             let id = try request.parameters.require("id")
             let wait = try Self.wait(request.queryValue("wait"))
             let job = try await job(id, waitingUpTo: .seconds(wait))

@@ -88,14 +88,16 @@ enum Rows {
         guard !rows.isEmpty else { return [] }
         let ids: [String] = rows.map { $0["id"] }
         var uploads: [String: [Job.Upload]] = [:]
+        // Cached per placeholder count (a page holds at most a few hundred jobs): preparing costs more than the query.
         let uploadRows = try Row.fetchAll(
-            db,
-            sql: """
-                SELECT uploads.job_id, uploads.media_id, uploads.state, uploads.attempts, uploads.error
-                FROM uploads JOIN media ON media.id = uploads.media_id
-                WHERE uploads.job_id IN (\(databaseQuestionMarks(count: ids.count)))
-                ORDER BY uploads.job_id, media.position, media.id
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT uploads.job_id, uploads.media_id, uploads.state, uploads.attempts, uploads.error
+                    FROM uploads JOIN media ON media.id = uploads.media_id
+                    WHERE uploads.job_id IN (\(databaseQuestionMarks(count: ids.count)))
+                    ORDER BY uploads.job_id, media.position, media.id
+                    """
+            ),
             arguments: StatementArguments(ids)
         )
         for row in uploadRows {

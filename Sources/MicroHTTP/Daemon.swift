@@ -229,6 +229,9 @@ final class Daemon: Sendable {
             peer: PeerAddress(herald_client_address(pointer)),
             logger: logger
         )
+        if !hasBody, let response = Router.runImmediately(route, request) {
+            return answerImmediately(response, connection: connection, request: request, route: route.template)
+        }
         let multipart = hasBody && (head.contentType?.lowercased().hasPrefix("multipart/form-data") ?? false)
         let exchange = Exchange(
             server: self,
@@ -276,9 +279,36 @@ final class Daemon: Sendable {
         return queued ? .YES : .NO
     }
 
+    /// Queues what an immediate handler answered, from libmicrohttpd's thread: no exchange, no task.
+    private func answerImmediately(_ response: Response, connection: Connection, request: Request, route: String) -> MHD_Result {
+        let started = ContinuousClock.now
+        var response = response
+        if case .stream = response.body.storage {
+            request.logger.error("an immediate handler returned a streamed body", metadata: ["route": "\(route)"])
+            response = HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
+        }
+        response.headerFields[.requestID] = request.id
+        if isDraining { response.headerFields[.connection] = "close" }
+        guard let prepared = PreparedResponse.make(response, stream: nil) else { return .NO }
+        defer { prepared.release() }
+        let queued = connection.queue(prepared.pointer, status: prepared.status)
+        record(
+            method: request.head.method,
+            path: request.path,
+            route: route,
+            status: prepared.status,
+            bytes: prepared.bodySize,
+            started: started,
+            requestID: request.id,
+            logger: request.logger,
+            termination: .REQUEST_TERMINATED_COMPLETED_OK
+        )
+        return queued ? .YES : .NO
+    }
+
     /// A route that answers `error`, for paths and methods no route takes.
     private static func unmatched(_ error: HTTPError) -> Router.Route {
-        Router.Route(method: .get, template: "unmatched", maxBodySize: 0) { _ in throw error }
+        Router.Route(method: .get, template: "unmatched", maxBodySize: 0, handler: { _ in throw error }, immediate: nil)
     }
 
     // MARK: C callbacks (static members of a nonisolated type: they run on libmicrohttpd's threads)

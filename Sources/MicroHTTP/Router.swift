@@ -4,6 +4,13 @@ import Logging
 /// An async handler for one route.
 public typealias Handler = @Sendable (Request) async throws -> Response
 
+/// A synchronous handler run on libmicrohttpd's thread for a request without a body; `nil` hands the request
+/// to the route's async handler.
+///
+/// It saves the suspend/resume and task hand-offs of an async handler (the biggest cost of a small request),
+/// so it must be quick and must not block for long: a read of a few rows, not a wait.
+public typealias ImmediateHandler = @Sendable (Request) throws -> Response?
+
 /// Maps method and path to handlers; path templates name parameters as `{name}`.
 public struct Router: Sendable {
     /// A registered route.
@@ -14,6 +21,7 @@ public struct Router: Sendable {
         /// Body bytes accepted; `nil` means the server's default.
         public let maxBodySize: Int?
         let handler: Handler
+        let immediate: ImmediateHandler?
     }
 
     /// What a method and path resolve to.
@@ -43,7 +51,13 @@ public struct Router: Sendable {
     public init() {}
 
     /// Adds a route; a later one with the same method and template replaces the earlier.
-    public mutating func on(_ method: HTTPRequest.Method, _ template: String, maxBodySize: Int? = nil, use handler: @escaping Handler) {
+    public mutating func on(
+        _ method: HTTPRequest.Method,
+        _ template: String,
+        maxBodySize: Int? = nil,
+        immediate: ImmediateHandler? = nil,
+        use handler: @escaping Handler
+    ) {
         if !isKnownUniquelyReferenced(&root) { root = root.copy() }
         var node = root
         for segment in Self.segments(of: Substring(template)) {
@@ -65,10 +79,12 @@ public struct Router: Sendable {
                 node = child
             }
         }
-        node.routes[method] = Route(method: method, template: template, maxBodySize: maxBodySize, handler: handler)
+        node.routes[method] = Route(method: method, template: template, maxBodySize: maxBodySize, handler: handler, immediate: immediate)
     }
 
-    public mutating func get(_ template: String, use handler: @escaping Handler) { on(.get, template, use: handler) }
+    public mutating func get(_ template: String, immediate: ImmediateHandler? = nil, use handler: @escaping Handler) {
+        on(.get, template, immediate: immediate, use: handler)
+    }
     public mutating func post(_ template: String, maxBodySize: Int? = nil, use handler: @escaping Handler) {
         on(.post, template, maxBodySize: maxBodySize, use: handler)
     }
@@ -106,6 +122,7 @@ public struct Router: Sendable {
         switch match(request.head.method, path: request.path) {
         case .found(let route, let parameters):
             request.parameters = parameters
+            if let response = Self.runImmediately(route, request) { return response }
             return await Self.run(route, request)
         case .notFound:
             return HTTPError.notFound(path: request.path).response
@@ -122,6 +139,19 @@ public struct Router: Sendable {
             return error.response
         } catch is CancellationError {
             return HTTPError(.serviceUnavailable, detail: "the request was cancelled").response
+        } catch {
+            request.logger.error("unhandled error", metadata: ["error": "\(error)", "route": "\(route.template)"])
+            return HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
+        }
+    }
+
+    /// Runs a route's immediate handler, if it has one and takes the request; errors become problem responses.
+    static func runImmediately(_ route: Route, _ request: Request) -> Response? {
+        guard let immediate = route.immediate else { return nil }
+        do {
+            return try immediate(request)
+        } catch let error as HTTPError {
+            return error.response
         } catch {
             request.logger.error("unhandled error", metadata: ["error": "\(error)", "route": "\(route.template)"])
             return HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response

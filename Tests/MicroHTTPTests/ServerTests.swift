@@ -28,6 +28,35 @@ struct ServerTests {
         }
     }
 
+    @Test func immediateHandlersAnswerOnTheServerThreadOrHandOver() async throws {
+        let asyncCalls = Mutex(0)
+        var router = Router()
+        router.get(
+            "/status/{id}",
+            immediate: { request in
+                let id = try request.parameters.require("id")
+                if id == "teapot" { throw HTTPError(.init(code: 418), detail: "short and stout") }
+                return request.queryValue("wait") == nil ? .text("immediate \(id)") : nil
+            }
+        ) { request in
+            asyncCalls.withLock { $0 += 1 }
+            return .text("async \(try request.parameters.require("id"))")
+        }
+        try await withLiveServer(router) { port, _ in
+            let base = "http://127.0.0.1:\(port)/status"
+            let immediate = try await httpClient.execute(HTTPClientRequest(url: "\(base)/a"), timeout: .seconds(10))
+            #expect(String(buffer: try await immediate.body.collect(upTo: 1024)) == "immediate a")
+            #expect(immediate.headers["X-Request-Id"].count == 1)
+            #expect(asyncCalls.withLock { $0 } == 0)
+            let handedOver = try await httpClient.execute(HTTPClientRequest(url: "\(base)/b?wait=1"), timeout: .seconds(10))
+            #expect(String(buffer: try await handedOver.body.collect(upTo: 1024)) == "async b")
+            #expect(asyncCalls.withLock { $0 } == 1)
+            let problem = try await httpClient.execute(HTTPClientRequest(url: "\(base)/teapot"), timeout: .seconds(10))
+            #expect(problem.status.code == 418)
+            #expect(problem.headers["Content-Type"] == ["application/problem+json"])
+        }
+    }
+
     @Test func unknownPathAndMethodAreProblems() async throws {
         var router = Router()
         router.get("/only-get") { _ in .text("ok") }
