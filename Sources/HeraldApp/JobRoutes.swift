@@ -30,15 +30,12 @@ struct JobRoutes {
                 guard try Self.wait(request.queryValue("wait")) == 0 else { return nil }
                 let id = try request.parameters.require("id")
                 guard Identifier.isValid(id), let job = try jobs.findNow(id: id) else { throw HTTPError.unknown("job", id) }
-                var fields: HTTPFields = [.contentType: "application/json"]
-                if !job.done { fields[.retryAfter] = "1" }
-                return Response(headerFields: fields, body: .bytes(job.json))
+                return Self.response(job)
             }
         ) { request in
             let id = try request.parameters.require("id")
             let wait = try Self.wait(request.queryValue("wait"))
-            let job = try await job(id, waitingUpTo: .seconds(wait))
-            return try .json(job, headerFields: job.done ? [:] : [.retryAfter: "1"], encoder: .api)
+            return Self.response(try await job(id, waitingUpTo: .seconds(wait)))
         }
         router.post("/v1/jobs/{id}/cancel") { request in
             try await cancel(try request.parameters.require("id"))
@@ -46,6 +43,13 @@ struct JobRoutes {
         router.delete("/v1/jobs/{id}") { request in
             try await cancel(try request.parameters.require("id"))
         }
+    }
+
+    /// A job as `GET /v1/jobs/{id}` answers it: `Retry-After: 1` until it is done.
+    private static func response(_ job: Job) -> Response {
+        var fields: HTTPFields = [.contentType: "application/json"]
+        if !job.done { fields[.retryAfter] = "1" }
+        return Response(headerFields: fields, body: .bytes(job.json))
     }
 
     /// The job, once it is done or `timeout` has passed (or the server drains, or the request is cancelled).

@@ -258,49 +258,50 @@ final class Daemon: Sendable {
         requestID: String,
         logger: Logger
     ) -> MHD_Result {
+        queueAtOnce(
+            error.response, connection: connection, close: close, method: request.method, path: Substring(request.path ?? "/"),
+            route: route, requestID: requestID, logger: logger)
+    }
+
+    /// Queues what an immediate handler answered, from libmicrohttpd's thread: no exchange, no task.
+    private func answerImmediately(_ response: Response, connection: Connection, request: Request, route: String) -> MHD_Result {
+        var response = response
+        if case .stream = response.body.storage {
+            request.logger.error("an immediate handler returned a streamed body", metadata: ["route": "\(route)"])
+            response = HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
+        }
+        return queueAtOnce(
+            response, connection: connection, close: false, method: request.head.method, path: request.path, route: route,
+            requestID: request.id, logger: request.logger)
+    }
+
+    /// Queues a buffered response during libmicrohttpd's first call for the request, and records it.
+    private func queueAtOnce(
+        _ response: Response,
+        connection: Connection,
+        close: Bool,
+        method: HTTPRequest.Method,
+        path: Substring,
+        route: String,
+        requestID: String,
+        logger: Logger
+    ) -> MHD_Result {
         let started = ContinuousClock.now
-        var response = error.response
+        var response = response
         response.headerFields[.requestID] = requestID
         if close || isDraining { response.headerFields[.connection] = "close" }
         guard let prepared = PreparedResponse.make(response, stream: nil) else { return .NO }
         defer { prepared.release() }
         let queued = connection.queue(prepared.pointer, status: prepared.status)
         record(
-            method: request.method,
-            path: Substring(request.path ?? "/"),
+            method: method,
+            path: path,
             route: route,
             status: prepared.status,
             bytes: prepared.bodySize,
             started: started,
             requestID: requestID,
             logger: logger,
-            termination: .REQUEST_TERMINATED_COMPLETED_OK
-        )
-        return queued ? .YES : .NO
-    }
-
-    /// Queues what an immediate handler answered, from libmicrohttpd's thread: no exchange, no task.
-    private func answerImmediately(_ response: Response, connection: Connection, request: Request, route: String) -> MHD_Result {
-        let started = ContinuousClock.now
-        var response = response
-        if case .stream = response.body.storage {
-            request.logger.error("an immediate handler returned a streamed body", metadata: ["route": "\(route)"])
-            response = HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
-        }
-        response.headerFields[.requestID] = request.id
-        if isDraining { response.headerFields[.connection] = "close" }
-        guard let prepared = PreparedResponse.make(response, stream: nil) else { return .NO }
-        defer { prepared.release() }
-        let queued = connection.queue(prepared.pointer, status: prepared.status)
-        record(
-            method: request.head.method,
-            path: request.path,
-            route: route,
-            status: prepared.status,
-            bytes: prepared.bodySize,
-            started: started,
-            requestID: request.id,
-            logger: request.logger,
             termination: .REQUEST_TERMINATED_COMPLETED_OK
         )
         return queued ? .YES : .NO

@@ -135,13 +135,8 @@ public struct Router: Sendable {
     static func run(_ route: Route, _ request: Request) async -> Response {
         do {
             return try await route.handler(request)
-        } catch let error as HTTPError {
-            return error.response
-        } catch is CancellationError {
-            return HTTPError(.serviceUnavailable, detail: "the request was cancelled").response
         } catch {
-            request.logger.error("unhandled error", metadata: ["error": "\(error)", "route": "\(route.template)"])
-            return HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
+            return problem(for: error, route: route, request: request)
         }
     }
 
@@ -150,9 +145,19 @@ public struct Router: Sendable {
         guard let immediate = route.immediate else { return nil }
         do {
             return try immediate(request)
-        } catch let error as HTTPError {
-            return error.response
         } catch {
+            return problem(for: error, route: route, request: request)
+        }
+    }
+
+    /// The problem response for what a handler threw; anything but an `HTTPError` or a cancellation is logged as a 500.
+    private static func problem(for error: any Error, route: Route, request: Request) -> Response {
+        switch error {
+        case let error as HTTPError:
+            return error.response
+        case is CancellationError:
+            return HTTPError(.serviceUnavailable, detail: "the request was cancelled").response
+        default:
             request.logger.error("unhandled error", metadata: ["error": "\(error)", "route": "\(route.template)"])
             return HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
         }
