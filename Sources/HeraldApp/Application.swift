@@ -70,7 +70,13 @@ public struct Application: Sendable {
             maxMediaBytes: configuration.maxMediaBytes,
             maxMediaPerPost: configuration.maxMediaPerPost
         ).register(in: &router)
-        JobRoutes(jobs: JobRepository(storage), runner: runner, events: events, readiness: readiness).register(in: &router)
+        JobRoutes(
+            jobs: JobRepository(storage),
+            status: try JobStatusReader(storage, connections: configuration.httpThreads),
+            runner: runner,
+            events: events,
+            readiness: readiness
+        ).register(in: &router)
         QueueRoutes(jobs: JobRepository(storage), runner: runner).register(in: &router)
 
         let server = Server(

@@ -7,6 +7,8 @@ import Publishing
 /// `GET /v1/jobs`, `GET /v1/jobs/{id}` (with `?wait=N` long-polling), `POST /v1/jobs/{id}/cancel`, `DELETE /v1/jobs/{id}`.
 struct JobRoutes {
     let jobs: JobRepository
+    /// Plain status polls, read on the HTTP thread.
+    let status: JobStatusReader
     let runner: JobRunner
     let events: JobEvents
     let readiness: Readiness
@@ -29,7 +31,7 @@ struct JobRoutes {
             immediate: { request in
                 guard try Self.wait(request.queryValue("wait")) == 0 else { return nil }
                 let id = try request.parameters.require("id")
-                guard Identifier.isValid(id), let job = try jobs.findNow(id: id) else { throw HTTPError.unknown("job", id) }
+                guard Identifier.isValid(id), let job = try status.job(id: id) else { throw HTTPError.unknown("job", id) }
                 return Self.response(job)
             }
         ) { request in

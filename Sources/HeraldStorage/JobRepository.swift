@@ -45,12 +45,6 @@ public struct JobRepository: Sendable {
         try await pool.read { db in try Rows.job(db, id: id) }
     }
 
-    /// ``find(id:)`` on the caller's thread, for a caller that is not on the cooperative pool (an HTTP thread):
-    /// a WAL read of a few rows, which never waits for a writer.
-    public func findNow(id: String) throws -> Job? {
-        try pool.read { db in try Rows.job(db, id: id) }
-    }
-
     /// One page of jobs, newest first (`created_at DESC, id DESC`), optionally of one state, strictly after `cursor`.
     public func list(state: JobState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Job> {
         try await pool.read { db in

@@ -230,7 +230,9 @@ final class Daemon: Sendable {
             logger: logger
         )
         if !hasBody, let response = Router.runImmediately(route, request) {
-            return answerImmediately(response, connection: connection, request: request, route: route.template)
+            // Queued on the next call: one queued during this first call makes libmicrohttpd close the connection.
+            slot.pointee = Unmanaged.passRetained(HeldAnswer(response: response, request: request, route: route.template)).toOpaque()
+            return .YES
         }
         let multipart = hasBody && (head.contentType?.lowercased().hasPrefix("multipart/form-data") ?? false)
         let exchange = Exchange(
@@ -271,8 +273,9 @@ final class Daemon: Sendable {
             response = HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
         }
         return queueAtOnce(
+            // The daemon's logger: `record` adds the request id itself, and `request.logger` would build a logger per request.
             response, connection: connection, close: false, method: request.head.method, path: request.path, route: route,
-            requestID: request.id, logger: request.logger)
+            requestID: request.id, logger: logger)
     }
 
     /// Queues a buffered response during libmicrohttpd's first call for the request, and records it.
@@ -305,6 +308,19 @@ final class Daemon: Sendable {
             termination: .REQUEST_TERMINATED_COMPLETED_OK
         )
         return queued ? .YES : .NO
+    }
+
+    /// An immediate handler's answer between libmicrohttpd's first call for a request and the next one.
+    private final class HeldAnswer {
+        let response: Response
+        let request: Request
+        let route: String
+
+        init(response: Response, request: Request, route: String) {
+            self.response = response
+            self.request = request
+            self.route = route
+        }
     }
 
     /// A route that answers `error`, for paths and methods no route takes.
@@ -358,7 +374,7 @@ final class Daemon: Sendable {
     private static let access: MHD_AccessHandlerCallback = { context, connection, url, method, version, data, size, slot in
         guard let context, let connection, let slot, let size else { return .NO }
         let daemon = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue()
-        guard let exchangePointer = slot.pointee else {
+        guard let held = slot.pointee else {
             return daemon.begin(
                 connection: connection,
                 url: url.map { String(cString: $0) } ?? "/",
@@ -367,7 +383,12 @@ final class Daemon: Sendable {
                 slot: slot
             )
         }
-        let exchange = Unmanaged<Exchange>.fromOpaque(exchangePointer).takeUnretainedValue()
+        guard let exchange = Unmanaged<AnyObject>.fromOpaque(held).takeUnretainedValue() as? Exchange else {
+            slot.pointee = nil
+            let answer = Unmanaged<HeldAnswer>.fromOpaque(held).takeRetainedValue()
+            return daemon.answerImmediately(
+                answer.response, connection: Connection(pointer: connection), request: answer.request, route: answer.route)
+        }
         if size.pointee > 0 {
             let accepted = exchange.receive(UnsafeRawBufferPointer(start: data, count: size.pointee))
             size.pointee = 0
@@ -377,9 +398,10 @@ final class Daemon: Sendable {
     }
 
     private static let completed: MHD_RequestCompletedCallback = { context, _, slot, termination in
-        guard let context, let slot, let exchangePointer = slot.pointee else { return }
+        guard context != nil, let slot, let held = slot.pointee else { return }
         slot.pointee = nil
-        Unmanaged<Exchange>.fromOpaque(exchangePointer).takeRetainedValue().connectionClosed(termination)
+        // A held answer the connection closed before sending is just released.
+        (Unmanaged<AnyObject>.fromOpaque(held).takeRetainedValue() as? Exchange)?.connectionClosed(termination)
     }
 
     private static let log: MHD_LogCallback = { context, format, arguments in

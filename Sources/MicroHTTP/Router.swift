@@ -163,8 +163,9 @@ public struct Router: Sendable {
         }
     }
 
+    /// Split on the UTF-8 view: `/` is one byte, and splitting by `Character` pays for grapheme breaking.
     private static func segments(of path: Substring) -> [Substring] {
-        path.split(separator: "/", omittingEmptySubsequences: true)
+        path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map { Substring($0) }
     }
 }
 

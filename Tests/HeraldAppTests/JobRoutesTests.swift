@@ -107,6 +107,7 @@ struct JobRoutesTests {
             var router = Router()
             JobRoutes(
                 jobs: JobRepository(application.storage),
+                status: try JobStatusReader(application.storage, connections: 1),
                 runner: application.runner,
                 events: JobEvents(),
                 readiness: application.readiness,
@@ -133,6 +134,7 @@ struct JobRoutesTests {
             var router = Router()
             JobRoutes(
                 jobs: JobRepository(application.storage),
+                status: try JobStatusReader(application.storage, connections: 1),
                 runner: application.runner,
                 events: JobEvents(),
                 readiness: readiness,

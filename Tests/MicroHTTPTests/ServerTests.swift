@@ -57,6 +57,25 @@ struct ServerTests {
         }
     }
 
+    @Test func connectionsStayOpenAcrossImmediateAsyncAndUnmatchedAnswers() async throws {
+        var router = Router()
+        router.get("/now", immediate: { _ in .text("now") }) { _ in .text("later") }
+        router.get("/async") { _ in .text("async") }
+        try await withLiveServer(router) { port, _ in
+            // Pipelined on one connection: each answer must leave it open for the next request.
+            let get = { (path: String) in "GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n" }
+            let answer = try await rawExchange(
+                port: port,
+                get("/now") + get("/async") + get("/missing") + get("/now")
+                    + "GET /now HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            )
+            #expect(answer.components(separatedBy: "HTTP/1.1 200 OK").count - 1 == 4, "\(answer)")
+            #expect(answer.components(separatedBy: "HTTP/1.1 404").count - 1 == 1, "\(answer)")
+            #expect(answer.lowercased().components(separatedBy: "connection: close").count - 1 == 1, "only the last answer closes")
+            #expect(answer.hasSuffix("now"))
+        }
+    }
+
     @Test func unknownPathAndMethodAreProblems() async throws {
         var router = Router()
         router.get("/only-get") { _ in .text("ok") }

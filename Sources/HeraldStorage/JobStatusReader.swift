@@ -1,0 +1,164 @@
+import GRDB
+import GRDBSQLite
+public import HeraldCore
+import Synchronization
+
+/// Reads one job, for a status poll, on the caller's thread: the hottest read Herald serves.
+///
+/// `DatabasePool.read` around two queries cost most of a status poll (`BENCHMARKS.md`): the reader pool's checkout,
+/// a deferred `BEGIN`/`COMMIT`, a sort, and rows copied and decoded by column name. Here the calling HTTP thread
+/// takes one of a few read-only connections, and the job and its uploads come from one statement (one SQLite
+/// snapshot, so they always agree) that walks the media in position order, stepped with SQLite's C API. WAL: a
+/// reader never waits for the writer.
+public struct JobStatusReader: Sendable {
+    /// Read-only connections, taken round-robin: one per HTTP thread keeps contention rare, and a busy one only
+    /// makes the caller wait for that one query.
+    private let connections: [Connection]
+    private let next: RoundRobin
+
+    /// Opens `count` read-only connections to the database `storage` opened (and migrated).
+    public init(_ storage: Storage, connections count: Int) throws {
+        var configuration = Configuration()
+        configuration.label = "herald.status"
+        configuration.readonly = true
+        configuration.busyMode = .timeout(Storage.busyTimeout)
+        connections = try (0..<max(count, 1)).map { _ in
+            Connection(queue: try DatabaseQueue(path: storage.path, configuration: configuration))
+        }
+        next = RoundRobin()
+    }
+
+    /// The job with this id, its uploads in media position order; nil if there is none.
+    public func job(id: String) throws -> Job? {
+        let connection = connections[next.take() % connections.count]
+        return try connection.queue.inDatabase { db in
+            let statement = try connection.statement(db)
+            var bound = id
+            return try bound.withUTF8 { utf8 in
+                // SQLITE_STATIC (nil): SQLite reads the id in place, and the bindings are cleared before `utf8` ends.
+                let text = utf8.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
+                sqlite3_bind_text(statement, 1, text, Int32(utf8.count), nil)
+                // Reset at once, not at the next use: a statement left stepping holds its read snapshot open.
+                defer {
+                    sqlite3_reset(statement)
+                    sqlite3_clear_bindings(statement)
+                }
+                return try Self.read(statement, id: id, db: db)
+            }
+        }
+    }
+
+    /// Steps ``query`` bound to `id`: the job from its first row, an upload from each row.
+    private static func read(_ statement: OpaquePointer, id: String, db: Database) throws -> Job? {
+        var code = sqlite3_step(statement)
+        guard code == SQLITE_ROW else {
+            if code == SQLITE_DONE { return nil }
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage, sql: query)
+        }
+        let columns = Columns(statement)
+        var job = try job(columns, id: id)
+        // The job's columns repeat on every row; the upload's are NULL on the LEFT JOIN's row of a job without media.
+        while code == SQLITE_ROW {
+            if let mediaID = columns.text(13) {
+                guard let state = UploadState(rawValue: columns.text(14) ?? "") else {
+                    throw UnreadableRow(table: "uploads", id: "\(id)/\(mediaID)")
+                }
+                job.uploads.append(Job.Upload(mediaID: mediaID, state: state, attempts: columns.int(15), error: columns.text(16)))
+            }
+            code = sqlite3_step(statement)
+        }
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage, sql: query)
+        }
+        return job
+    }
+
+    /// Media by the post's `(post_id, position)` index: rows arrive in position order, no sort. A post's uploads are
+    /// one row per medium (``JobRepository``), so joining them through the media lists exactly the job's uploads.
+    fileprivate static let query = """
+        SELECT jobs.id, jobs.post_id, jobs.state, jobs.priority, jobs.attempt, jobs.run_at, jobs.cancel_requested,
+               jobs.error_code, jobs.error_message, jobs.error_media_id, jobs.created_at, jobs.started_at, jobs.finished_at,
+               uploads.media_id, uploads.state, uploads.attempts, uploads.error
+        FROM jobs
+        LEFT JOIN media ON media.post_id = jobs.post_id
+        LEFT JOIN uploads ON uploads.job_id = jobs.id AND uploads.media_id = media.id
+        WHERE jobs.id = ?
+        ORDER BY media.position
+        """
+
+    /// The job of the current row of ``query`` (columns 0 to 12), without its uploads.
+    private static func job(_ columns: Columns, id: String) throws -> Job {
+        guard let postID = columns.text(1),
+            let state = columns.text(2).flatMap(JobState.init(rawValue:)),
+            let priority = Priority(rank: columns.int(3)),
+            let runAt = columns.timestamp(5),
+            let createdAt = columns.timestamp(10)
+        else { throw UnreadableRow(table: "jobs", id: id) }
+        var failure: Job.Failure?
+        if let code = columns.text(7) {
+            guard let code = JobErrorCode(rawValue: code) else { throw UnreadableRow(table: "jobs", id: id) }
+            failure = Job.Failure(code: code, message: columns.text(8) ?? "", mediaID: columns.text(9))
+        }
+        let started = columns.timestamp(11)
+        let finished = columns.timestamp(12)
+        guard (started == nil) == columns.isNull(11), (finished == nil) == columns.isNull(12) else {
+            throw UnreadableRow(table: "jobs", id: id)
+        }
+        return Job(
+            id: id,
+            postID: postID,
+            state: state,
+            priority: priority,
+            attempt: columns.int(4),
+            runAt: runAt,
+            cancelRequested: columns.int(6) != 0,
+            error: failure,
+            createdAt: createdAt,
+            startedAt: started,
+            finishedAt: finished
+        )
+    }
+
+    /// The current row's values, by column index.
+    private struct Columns {
+        let statement: OpaquePointer
+
+        init(_ statement: OpaquePointer) { self.statement = statement }
+
+        func isNull(_ index: Int32) -> Bool { sqlite3_column_type(statement, index) == SQLITE_NULL }
+
+        func int(_ index: Int32) -> Int { Int(sqlite3_column_int64(statement, index)) }
+
+        func text(_ index: Int32) -> String? {
+            guard let text = sqlite3_column_text(statement, index) else { return nil }
+            return String(decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(statement, index))), as: UTF8.self)
+        }
+
+        func timestamp(_ index: Int32) -> Timestamp? { text(index).flatMap(Timestamp.init(rfc3339:)) }
+    }
+
+    /// One read-only connection and its prepared ``query``.
+    private final class Connection: @unchecked Sendable {
+        // @unchecked Sendable: `prepared` is only touched inside `queue.inDatabase`, which runs one block at a time.
+        let queue: DatabaseQueue
+        private var prepared: Statement?
+
+        init(queue: DatabaseQueue) { self.queue = queue }
+
+        /// ``query``, prepared on first use (kept: looking it up in GRDB's statement cache hashes the SQL each time).
+        func statement(_ db: Database) throws -> OpaquePointer {
+            if let prepared { return prepared.sqliteStatement }
+            let statement = try db.makeStatement(sql: JobStatusReader.query)
+            prepared = statement
+            return statement.sqliteStatement
+        }
+    }
+
+    /// A shared round-robin counter.
+    private final class RoundRobin: Sendable {
+        private let value = Atomic(0)
+
+        /// The count before this call's increment, kept non-negative as it wraps.
+        func take() -> Int { value.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max }
+    }
+}

@@ -1,0 +1,61 @@
+import GRDB
+import HeraldCore
+import HeraldStorage
+import Testing
+
+@Suite("JobStatusReader")
+struct JobStatusReaderTests {
+    private typealias At = RepositoryFixture
+
+    @Test("reads every job shape exactly as JobRepository.find does")
+    func matchesFind() async throws {
+        try await withRepositoryFixture { fixture in
+            let reader = try JobStatusReader(fixture.storage, connections: 2)
+            #expect(try reader.job(id: Identifier.generate()) == nil)
+
+            // No media: the LEFT JOIN's single row carries no upload.
+            let textOnly = try await fixture.create(text: "text", at: At.at(0))
+            // Media in an order other than their insertion: uploads follow the post's positions.
+            let media = try await fixture.stage(3)
+            let ordered = try await fixture.create(text: "media", media: [media[2], media[0], media[1]], priority: .high, at: At.at(1))
+            let failing = try await fixture.create(text: "fails", media: try await fixture.stage(1), at: At.at(2))
+
+            var shapes = [textOnly.job.id, ordered.job.id]
+            try await expectSame(reader, fixture, shapes)
+
+            // Running, with an upload's progress and error, then failed with a media error.
+            _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(3))
+            try await fixture.jobs.updateUpload(jobID: ordered.job.id, mediaID: media[0], state: .failed, attempts: 3, error: "quote \" and\nline")
+            try await expectSame(reader, fixture, shapes)
+            let failure = Job.Failure(code: .uploadFailed, message: "S3 said no", mediaID: media[0])
+            #expect(try await fixture.jobs.fail(jobID: ordered.job.id, runner: "a", error: failure, now: At.at(4)) != .lostLease)
+            #expect(try reader.job(id: ordered.job.id)?.error == failure)
+
+            // Cancelled while queued.
+            _ = try await fixture.jobs.requestCancel(id: failing.job.id, now: At.at(5))
+            shapes.append(failing.job.id)
+            try await expectSame(reader, fixture, shapes)
+            #expect(try reader.job(id: ordered.job.id)?.uploads.map(\.mediaID) == [media[2], media[0], media[1]])
+        }
+    }
+
+    @Test("sees a write as soon as it commits")
+    func seesCommittedWrites() async throws {
+        try await withRepositoryFixture { fixture in
+            let reader = try JobStatusReader(fixture.storage, connections: 1)
+            let created = try await fixture.create(text: "x", media: try await fixture.stage(1), at: At.at(0))
+            #expect(try reader.job(id: created.job.id)?.state == .queued)
+            _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
+            #expect(try reader.job(id: created.job.id)?.state == .running)
+            #expect(try reader.job(id: created.job.id)?.uploads.map(\.state) == [.pending])
+        }
+    }
+
+    private func expectSame(_ reader: JobStatusReader, _ fixture: RepositoryFixture, _ ids: [String]) async throws {
+        for id in ids {
+            let expected = try await fixture.jobs.find(id: id)
+            #expect(expected != nil)
+            #expect(try reader.job(id: id) == expected, "job \(id)")
+        }
+    }
+}
