@@ -6,7 +6,8 @@ table gives medians with min and max, and ratios of medians. Release builds use 
 
   1. HTTP status poll: wrk on GET /v1/jobs/{id} (a job with 4 uploads) against Herald, the Hummingbird
      baseline (Benchmarks/hummingbird-baseline) reading the same database, and the C libmicrohttpd limit
-     (Benchmarks/c-hello) answering the same bytes as a constant body.
+     (Benchmarks/c-hello) answering the same bytes as a constant body; and, in C, the SQLite read Herald does
+     for a poll (Benchmarks/sqlite-read), the floor any server reading the job per request adds to the limit.
   2. Post creation: wrk POST /v1/posts (text only, durable commit) against the raw sqlite3 insert rate of the
      same rows with the same pragmas (Benchmarks/sqlite-insert).
   3. Parallel publish: 8 media per post to a local S3-compatible server (in this process) that answers each
@@ -61,12 +62,29 @@ def build():
     mhd = subprocess.run(["pkg-config", "--cflags", "--libs", "libmicrohttpd"], check=True, capture_output=True, text=True).stdout.split()
     run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "c-hello", "hello.c"), "-o", os.path.join(OUT, "hello")] + mhd)
     run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "sqlite-insert", "insert.c"), "-o", os.path.join(OUT, "insert"), "-lsqlite3"])
+    run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "sqlite-read", "read.c"), "-o", os.path.join(OUT, "read"), "-lsqlite3"])
     return {
         "herald": os.path.join(ROOT, ".build-release", "release", "herald"),
         "baseline": os.path.join(baseline, ".build-release", "release", "hummingbird-baseline"),
         "hello": os.path.join(OUT, "hello"),
         "insert": os.path.join(OUT, "insert"),
+        "read": os.path.join(OUT, "read"),
     }
+
+
+def status_query():
+    """JobStatusReader's SQL, read from its source so that the C read runs exactly what Herald runs."""
+    source = open(os.path.join(ROOT, "Sources", "HeraldStorage", "JobStatusReader.swift")).read()
+    return re.search(r'static let query = """\n(.*?)\n\s*"""', source, re.S).group(1)
+
+
+def sqlite_read(binaries, database, job, seconds, label):
+    """CPU µs per job read by the C program, the statement Herald runs (bounded: 10 million reads or `seconds`)."""
+    command = [binaries["read"], database, job, "10000000", str(seconds), status_query()]
+    output = subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
+    with open(os.path.join(OUT, f"read-{label}.txt"), "w") as file:
+        file.write(output)
+    return float(re.search(r"cpu_us_per_read=([\d.]+)", output).group(1))
 
 
 def free_port():
@@ -186,12 +204,15 @@ def status_poll(binaries, rounds, seconds):
         sizes = {"Herald": len(herald_body), "Hummingbird 2 + GRDB": len(baseline_body), "C libmicrohttpd (constant body)": len(herald_body)}
 
         results = {name: [] for name in sizes}
+        reads = []
         targets = list(zip(sizes, [herald, baseline, limit]))
         for round_index in range(rounds):
             for name, server in targets:
                 log(f"status poll, round {round_index + 1}/{rounds}: {name}")
                 results[name].append(wrk(server, path, seconds, f"poll-{server.name}-{round_index + 1}"))
-        return results, sizes
+            log(f"status poll, round {round_index + 1}/{rounds}: the SQLite read alone (C)")
+            reads.append(sqlite_read(binaries, os.path.join(data, "herald.sqlite"), job, seconds, f"poll-{round_index + 1}"))
+        return results, sizes, reads
     finally:
         for server in servers:
             server.stop()
@@ -483,7 +504,7 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None):
         "",
     ]
     if poll:
-        results, sizes = poll
+        results, sizes, reads = poll
         lines += [
             "## 1. HTTP status poll: `GET /v1/jobs/{id}`, a job with 4 uploads",
             "",
@@ -497,10 +518,19 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None):
             )
         names = list(results)
         median = {name: statistics.median(r["rate"] for r in results[name]) for name in names}
+        cpu = {name: statistics.median(r["cpu_us"] for r in results[name]) for name in names}
+        read = statistics.median(reads)
+        floor = cpu[names[2]] + read
         lines += [
             "",
             f"- Herald / Hummingbird 2: {verdict(median[names[0]] / median[names[1]], 2.0)}",
             f"- Herald / C limit: {verdict(median[names[0]] / median[names[2]], 0.5)}",
+            "",
+            "The C limit reads no database. The read itself, JobStatusReader's statement run by C on the same file "
+            f"(`Benchmarks/sqlite-read`): {cell(reads, 1)} µs CPU a read. A server that reads the job for each poll "
+            f"costs at least the C limit plus that read, {floor:.1f} µs a request: at most "
+            f"{cpu[names[2]] / floor:.2f}× the C limit's rate when the server's CPU is the bottleneck. Herald spends "
+            f"{cpu[names[0]]:.1f} µs, {cpu[names[0]] / floor:.1f}× that floor.",
             "",
         ]
     if posts:

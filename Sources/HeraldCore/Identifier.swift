@@ -32,16 +32,19 @@ public enum Identifier {
     /// Any version passes; uppercase does not, because Herald only ever hands out lowercase ids, so an
     /// uppercase one cannot name anything and routes may answer 404 without asking the database.
     public static func isValid(_ text: String) -> Bool {
-        let utf8 = text.utf8
-        guard utf8.count == 36 else { return false }
-        for (index, byte) in utf8.enumerated() {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                guard byte == ASCII.hyphen else { return false }
-            } else {
-                guard hexValue(byte) != nil else { return false }
+        guard text.utf8.count == 36 else { return false }
+        var text = text
+        return text.withUTF8 { utf8 in
+            for index in 0..<36 {
+                let byte = utf8[index]
+                if index == 8 || index == 13 || index == 18 || index == 23 {
+                    guard byte == ASCII.hyphen else { return false }
+                } else {
+                    guard hexValue(byte) != nil else { return false }
+                }
             }
+            return true
         }
-        return true
     }
 
     /// The creation millisecond recorded in a UUIDv7 id, or nil when `text` is not a valid version 7 id.

@@ -134,6 +134,12 @@ extension Timestamp {
         self.init(unclamped: milliseconds)
     }
 
+    /// ``init(rfc3339:)`` from UTF-8 bytes (a database column read in place).
+    public init?(rfc3339 utf8: UnsafeBufferPointer<UInt8>) {
+        guard let milliseconds = Timestamp.parse(utf8) else { return nil }
+        self.init(unclamped: milliseconds)
+    }
+
     private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
         // The shortest form is `YYYY-MM-DDTHH:MM:SSZ`.
         guard bytes.count >= 20 else { return nil }

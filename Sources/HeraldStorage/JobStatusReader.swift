@@ -129,12 +129,16 @@ public struct JobStatusReader: Sendable {
 
         func int(_ index: Int32) -> Int { Int(sqlite3_column_int64(statement, index)) }
 
-        func text(_ index: Int32) -> String? {
-            guard let text = sqlite3_column_text(statement, index) else { return nil }
-            return String(decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(statement, index))), as: UTF8.self)
-        }
+        func text(_ index: Int32) -> String? { utf8(index).map { String(decoding: $0, as: UTF8.self) } }
 
-        func timestamp(_ index: Int32) -> Timestamp? { text(index).flatMap(Timestamp.init(rfc3339:)) }
+        /// Parsed in place: no string made.
+        func timestamp(_ index: Int32) -> Timestamp? { utf8(index).flatMap(Timestamp.init(rfc3339:)) }
+
+        /// The column's text, valid until the next step or reset.
+        private func utf8(_ index: Int32) -> UnsafeBufferPointer<UInt8>? {
+            guard let text = sqlite3_column_text(statement, index) else { return nil }
+            return UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(statement, index)))
+        }
     }
 
     /// One read-only connection and its prepared ``query``.
