@@ -1,61 +1,136 @@
 /// Writes JSON text straight into bytes, for the hottest responses: `JSONEncoder` costs tens of µs for a job.
 ///
 /// It writes what it is told, in order: callers write each key once and keep objects balanced.
-/// `JobJSONTests` checks its output equals `JSONEncoder`'s for the objects that use it.
-public struct JSONWriter {
-    public private(set) var bytes: [UInt8] = []
+/// `JobJSONTests` checks its output equals `JSONEncoder`'s for the objects that use it. The text goes into one
+/// buffer it owns, grown when a value needs more room: an `Array` append per token cost more than the JSON.
+public struct JSONWriter: ~Copyable {
+    private var start: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private var count = 0
     /// Whether the next member or element needs a comma before it.
     private var needsComma = false
 
     public init(capacity: Int = 1024) {
-        bytes.reserveCapacity(capacity)
+        self.capacity = max(capacity, 64)
+        start = .allocate(capacity: self.capacity)
     }
 
+    deinit { start.deallocate() }
+
+    /// The text written so far.
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: start, count: count)) }
+
     public mutating func beginObject() {
-        separate()
-        bytes.append(UInt8(ascii: "{"))
-        needsComma = false
+        open(UInt8(ascii: "{"))
     }
 
     public mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
-        needsComma = true
+        close(UInt8(ascii: "}"))
     }
 
     public mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma = false
+        open(UInt8(ascii: "["))
     }
 
     public mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
-        needsComma = true
+        close(UInt8(ascii: "]"))
     }
 
     /// A member's key; its value comes next.
     public mutating func key(_ key: StaticString) {
+        reserve(key.utf8CodeUnitCount + 4)
         separate()
-        bytes.append(UInt8(ascii: "\""))
-        key.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
+        put(UInt8(ascii: "\""))
+        put(UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        put(UInt8(ascii: "\""))
+        put(UInt8(ascii: ":"))
         needsComma = false
     }
 
     public mutating func string(_ value: String) {
-        separate()
-        bytes.append(UInt8(ascii: "\""))
         var value = value
-        // Ids, states and timestamps need no escaping: one copy of the whole string.
         value.withUTF8 { utf8 in
-            if utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-                bytes.append(contentsOf: utf8)
+            // Ids, states and timestamps need no escaping: one copy of the whole string.
+            let plain = utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+            reserve((plain ? 1 : 6) * utf8.count + 3)
+            separate()
+            put(UInt8(ascii: "\""))
+            if plain {
+                put(utf8)
             } else {
                 for byte in utf8 { escape(byte) }
             }
+            put(UInt8(ascii: "\""))
         }
-        bytes.append(UInt8(ascii: "\""))
+        needsComma = true
+    }
+
+    public mutating func string(_ value: String?) {
+        if let value { string(value) } else { null() }
+    }
+
+    /// A timestamp in its fixed-width RFC 3339 form, as a string.
+    public mutating func timestamp(_ value: Timestamp) {
+        reserve(Timestamp.rfc3339Width + 3)
+        separate()
+        put(UInt8(ascii: "\""))
+        value.writeRFC3339(to: UnsafeMutableBufferPointer(start: start + count, count: Timestamp.rfc3339Width))
+        count += Timestamp.rfc3339Width
+        put(UInt8(ascii: "\""))
+        needsComma = true
+    }
+
+    public mutating func timestamp(_ value: Timestamp?) {
+        if let value { timestamp(value) } else { null() }
+    }
+
+    public mutating func int(_ value: Int) {
+        reserve(21)
+        separate()
+        if value < 0 { put(UInt8(ascii: "-")) }
+        // Digits from the right into a scratch tuple, then in order: at most 20 for a 64-bit magnitude.
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        let written = withUnsafeMutableBytes(of: &digits) { scratch in
+            var index = scratch.count
+            repeat {
+                index -= 1
+                scratch[index] = UInt8(truncatingIfNeeded: magnitude % 10) &+ UInt8(ascii: "0")
+                magnitude /= 10
+            } while magnitude > 0
+            let written = scratch.count - index
+            (start + count).update(from: scratch.baseAddress!.advanced(by: index).assumingMemoryBound(to: UInt8.self), count: written)
+            return written
+        }
+        count += written
+        needsComma = true
+    }
+
+    public mutating func bool(_ value: Bool) {
+        literal(value ? "true" : "false")
+    }
+
+    public mutating func null() {
+        literal("null")
+    }
+
+    private mutating func literal(_ text: StaticString) {
+        reserve(text.utf8CodeUnitCount + 1)
+        separate()
+        put(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        needsComma = true
+    }
+
+    private mutating func open(_ bracket: UInt8) {
+        reserve(2)
+        separate()
+        put(bracket)
+        needsComma = false
+    }
+
+    private mutating func close(_ bracket: UInt8) {
+        reserve(1)
+        put(bracket)
         needsComma = true
     }
 
@@ -71,44 +146,43 @@ public struct JSONWriter {
         case 0x0C: escaped = UInt8(ascii: "f")
         case 0..<0x20:
             let hex: StaticString = "0123456789abcdef"
-            bytes.append(contentsOf: "\\u00".utf8)
-            hex.withUTF8Buffer { digits in
-                bytes.append(digits[Int(byte >> 4)])
-                bytes.append(digits[Int(byte & 0xF)])
-            }
+            put(UnsafeBufferPointer(start: ("\\u00" as StaticString).utf8Start, count: 4))
+            put(hex.utf8Start[Int(byte >> 4)])
+            put(hex.utf8Start[Int(byte & 0xF)])
             return
         default:
-            bytes.append(byte)
+            put(byte)
             return
         }
-        bytes.append(UInt8(ascii: "\\"))
-        bytes.append(escaped)
+        put(UInt8(ascii: "\\"))
+        put(escaped)
     }
 
-    public mutating func string(_ value: String?) {
-        if let value { string(value) } else { null() }
-    }
-
-    public mutating func int(_ value: Int) {
-        separate()
-        bytes.append(contentsOf: String(value).utf8)
-        needsComma = true
-    }
-
-    public mutating func bool(_ value: Bool) {
-        separate()
-        bytes.append(contentsOf: (value ? "true" : "false").utf8)
-        needsComma = true
-    }
-
-    public mutating func null() {
-        separate()
-        bytes.append(contentsOf: "null".utf8)
-        needsComma = true
-    }
-
+    /// A comma if one is due; callers have reserved room for it.
     private mutating func separate() {
-        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        if needsComma { put(UInt8(ascii: ",")) }
+    }
+
+    /// Room for `more` bytes after the text.
+    private mutating func reserve(_ more: Int) {
+        guard count + more > capacity else { return }
+        let grown = max(capacity * 2, count + more)
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: grown)
+        buffer.update(from: start, count: count)
+        start.deallocate()
+        start = buffer
+        capacity = grown
+    }
+
+    private mutating func put(_ byte: UInt8) {
+        start[count] = byte
+        count += 1
+    }
+
+    private mutating func put(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let base = bytes.baseAddress else { return }
+        (start + count).update(from: base, count: bytes.count)
+        count += bytes.count
     }
 }
 
@@ -130,7 +204,7 @@ extension Job {
         writer.key("attempt")
         writer.int(attempt)
         writer.key("run_at")
-        writer.string(runAt.description)
+        writer.timestamp(runAt)
         writer.key("cancel_requested")
         writer.bool(cancelRequested)
         let progress = progress
@@ -176,11 +250,11 @@ extension Job {
             writer.null()
         }
         writer.key("created_at")
-        writer.string(createdAt.description)
+        writer.timestamp(createdAt)
         writer.key("started_at")
-        writer.string(startedAt?.description)
+        writer.timestamp(startedAt)
         writer.key("finished_at")
-        writer.string(finishedAt?.description)
+        writer.timestamp(finishedAt)
         writer.endObject()
         return writer.bytes
     }

@@ -84,6 +84,17 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 extension Timestamp {
     /// The fixed-width UTC form `YYYY-MM-DDTHH:MM:SS.SSSZ`, the one Herald writes to JSON and to the database.
     public var rfc3339: String {
+        String(unsafeUninitializedCapacity: Self.rfc3339Width) { buffer in
+            writeRFC3339(to: buffer)
+            return Self.rfc3339Width
+        }
+    }
+
+    /// The length of ``rfc3339``.
+    static let rfc3339Width = 24
+
+    /// Writes ``rfc3339`` into the first ``rfc3339Width`` bytes of `buffer`.
+    func writeRFC3339(to buffer: UnsafeMutableBufferPointer<UInt8>) {
         let days = Gregorian.floorDivide(millisecondsSinceEpoch, Gregorian.millisecondsPerDay)
         let millisecondOfDay = millisecondsSinceEpoch - days * Gregorian.millisecondsPerDay
         let (year, month, day) = Gregorian.civil(fromDays: days)
@@ -92,31 +103,28 @@ extension Timestamp {
         let second = millisecondOfDay / 1000 % 60
         let millisecond = millisecondOfDay % 1000
 
-        return String(unsafeUninitializedCapacity: 24) { buffer in
-            // Writes `value` as exactly `width` decimal digits ending just before `end`.
-            func put(_ value: Int64, width: Int, endingAt end: Int) {
-                var value = value
-                for index in stride(from: end - 1, through: end - width, by: -1) {
-                    buffer[index] = UInt8(truncatingIfNeeded: value % 10) &+ ASCII.zero
-                    value /= 10
-                }
+        // Writes `value` as exactly `width` decimal digits ending just before `end`.
+        func put(_ value: Int64, width: Int, endingAt end: Int) {
+            var value = value
+            for index in stride(from: end - 1, through: end - width, by: -1) {
+                buffer[index] = UInt8(truncatingIfNeeded: value % 10) &+ ASCII.zero
+                value /= 10
             }
-            put(year, width: 4, endingAt: 4)
-            buffer[4] = ASCII.hyphen
-            put(month, width: 2, endingAt: 7)
-            buffer[7] = ASCII.hyphen
-            put(day, width: 2, endingAt: 10)
-            buffer[10] = ASCII.upperT
-            put(hour, width: 2, endingAt: 13)
-            buffer[13] = ASCII.colon
-            put(minute, width: 2, endingAt: 16)
-            buffer[16] = ASCII.colon
-            put(second, width: 2, endingAt: 19)
-            buffer[19] = ASCII.period
-            put(millisecond, width: 3, endingAt: 23)
-            buffer[23] = ASCII.upperZ
-            return 24
         }
+        put(year, width: 4, endingAt: 4)
+        buffer[4] = ASCII.hyphen
+        put(month, width: 2, endingAt: 7)
+        buffer[7] = ASCII.hyphen
+        put(day, width: 2, endingAt: 10)
+        buffer[10] = ASCII.upperT
+        put(hour, width: 2, endingAt: 13)
+        buffer[13] = ASCII.colon
+        put(minute, width: 2, endingAt: 16)
+        buffer[16] = ASCII.colon
+        put(second, width: 2, endingAt: 19)
+        buffer[19] = ASCII.period
+        put(millisecond, width: 3, endingAt: 23)
+        buffer[23] = ASCII.upperZ
     }
 
     /// Parses any RFC 3339 `date-time` (section 5.6), converting it to UTC; nil when it is not one.

@@ -1,0 +1,49 @@
+import Foundation
+import HeraldCore
+import Testing
+
+@Suite("JSONWriter")
+struct JSONWriterTests {
+    @Test("numbers, literals, nesting and commas read back as written")
+    func valuesAndStructure() throws {
+        var writer = JSONWriter(capacity: 8)
+        writer.beginObject()
+        writer.key("ints")
+        writer.beginArray()
+        for value in [0, 7, -7, 1_000_000, Int.max, Int.min] { writer.int(value) }
+        writer.endArray()
+        writer.key("flags")
+        writer.beginArray()
+        writer.bool(true)
+        writer.bool(false)
+        writer.null()
+        writer.string(nil)
+        writer.endArray()
+        writer.key("empty")
+        writer.beginObject()
+        writer.endObject()
+        writer.key("at")
+        writer.timestamp(Timestamp(millisecondsSinceEpoch: 1_795_000_000_123))
+        writer.endObject()
+        let text = String(decoding: writer.bytes, as: UTF8.self)
+        #expect(
+            text
+                == #"{"ints":[0,7,-7,1000000,9223372036854775807,-9223372036854775808],"flags":[true,false,null,null],"empty":{},"at":"2026-11-18T11:06:40.123Z"}"#
+        )
+    }
+
+    @Test("strings: escapes where JSON needs them, and the buffer grows past its first capacity")
+    func stringsAndGrowth() throws {
+        let plain = String(repeating: "0123456789abcdef", count: 40)
+        let awkward = "quote \" back \\ newline\n tab\t bell\u{07} é 🚀 </a>"
+        var writer = JSONWriter(capacity: 16)
+        writer.beginArray()
+        writer.string(plain)
+        writer.string(awkward)
+        writer.string("")
+        writer.endArray()
+        let read = try JSONSerialization.jsonObject(with: Data(writer.bytes)) as? [String]
+        #expect(read == [plain, awkward, ""])
+        #expect(String(decoding: writer.bytes, as: UTF8.self).contains(#"\u0007"#))
+    }
+}
