@@ -138,8 +138,8 @@ extension Timestamp {
     /// read as the first instant of the next second, as POSIX time does.
     public init?(rfc3339 text: String) {
         var text = text
-        guard let milliseconds = text.withUTF8({ Timestamp.parse($0) }) else { return nil }
-        self.init(unclamped: milliseconds)
+        guard let timestamp = text.withUTF8({ Timestamp(rfc3339: $0) }) else { return nil }
+        self = timestamp
     }
 
     /// ``init(rfc3339:)`` from UTF-8 bytes (a database column read in place).

@@ -167,6 +167,8 @@ final class Daemon: Sendable {
         connection pointer: OpaquePointer, url: String, method rawMethod: String, version: String,
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
+        // The request's duration, in the log and the metrics, counts from here: the handler's work included.
+        let started = ContinuousClock.now
         var head = Head()
         withUnsafeMutablePointer(to: &head) { headPointer in
             _ = MHD_get_connection_values_n(pointer, .HEADER_KIND, Daemon.collectHeader, headPointer)
@@ -178,7 +180,9 @@ final class Daemon: Sendable {
         let httpRequest = HTTPRequest(method: method ?? .get, scheme: nil, authority: head.hosts.first, path: url, headerFields: head.fields)
         let logger = self.logger
         let reject = { (error: HTTPError, route: String, close: Bool) -> MHD_Result in
-            self.answerAtOnce(error, connection: connection, close: close, request: httpRequest, route: route, requestID: requestID, logger: logger)
+            self.answerAtOnce(
+                error, connection: connection, close: close, request: httpRequest, route: route, requestID: requestID, started: started,
+                logger: logger)
         }
 
         guard let method else { return reject(HTTPError(.badRequest, detail: "malformed method"), "-", true) }
@@ -210,7 +214,7 @@ final class Daemon: Sendable {
         case .methodNotAllowed(let allow) where hasBody:
             return reject(HTTPError.methodNotAllowed(allow: allow), "unmatched", true)
         case .notFound:
-            // Answered through an exchange like any route, so the connection stays open for the next request.
+            // Held and answered on the next call like any immediate route: the connection stays open.
             route = Self.unmatched(HTTPError.notFound(path: Substring(url)))
             parameters = Parameters()
         case .methodNotAllowed(let allow):
@@ -231,7 +235,8 @@ final class Daemon: Sendable {
         )
         if !hasBody, let response = Router.runImmediately(route, request) {
             // Queued on the next call: one queued during this first call makes libmicrohttpd close the connection.
-            slot.pointee = Unmanaged.passRetained(HeldAnswer(response: response, request: request, route: route.template)).toOpaque()
+            let held = HeldAnswer(response: response, request: request, route: route.template, started: started)
+            slot.pointee = Unmanaged.passRetained(held).toOpaque()
             return .YES
         }
         let multipart = hasBody && (head.contentType?.lowercased().hasPrefix("multipart/form-data") ?? false)
@@ -242,6 +247,7 @@ final class Daemon: Sendable {
             request: request,
             bodyLimit: limit,
             declaredLength: declaredLength,
+            started: started,
             multipart: multipart ? MultipartParser.make(for: pointer) : nil
         )
         live.withLock { $0.exchanges[ObjectIdentifier(exchange)] = exchange }
@@ -258,27 +264,29 @@ final class Daemon: Sendable {
         request: HTTPRequest,
         route: String,
         requestID: String,
+        started: ContinuousClock.Instant,
         logger: Logger
     ) -> MHD_Result {
         queueAtOnce(
             error.response, connection: connection, close: close, method: request.method, path: Substring(request.path ?? "/"),
-            route: route, requestID: requestID, logger: logger)
+            route: route, requestID: requestID, started: started, logger: logger)
     }
 
     /// Queues what an immediate handler answered, from libmicrohttpd's thread: no exchange, no task.
-    private func answerImmediately(_ response: Response, connection: Connection, request: Request, route: String) -> MHD_Result {
-        var response = response
+    private func answerImmediately(_ answer: HeldAnswer, connection: Connection) -> MHD_Result {
+        let request = answer.request
+        var response = answer.response
         if case .stream = response.body.storage {
-            request.logger.error("an immediate handler returned a streamed body", metadata: ["route": "\(route)"])
+            request.logger.error("an immediate handler returned a streamed body", metadata: ["route": "\(answer.route)"])
             response = HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
         }
         return queueAtOnce(
             // The daemon's logger: `record` adds the request id itself, and `request.logger` would build a logger per request.
-            response, connection: connection, close: false, method: request.head.method, path: request.path, route: route,
-            requestID: request.id, logger: logger)
+            response, connection: connection, close: false, method: request.head.method, path: request.path, route: answer.route,
+            requestID: request.id, started: answer.started, logger: logger)
     }
 
-    /// Queues a buffered response during libmicrohttpd's first call for the request, and records it.
+    /// Queues a buffered response from libmicrohttpd's thread, with no exchange, and records it.
     private func queueAtOnce(
         _ response: Response,
         connection: Connection,
@@ -287,9 +295,9 @@ final class Daemon: Sendable {
         path: Substring,
         route: String,
         requestID: String,
+        started: ContinuousClock.Instant,
         logger: Logger
     ) -> MHD_Result {
-        let started = ContinuousClock.now
         var response = response
         response.headerFields[.requestID] = requestID
         if close || isDraining { response.headerFields[.connection] = "close" }
@@ -315,17 +323,19 @@ final class Daemon: Sendable {
         let response: Response
         let request: Request
         let route: String
+        let started: ContinuousClock.Instant
 
-        init(response: Response, request: Request, route: String) {
+        init(response: Response, request: Request, route: String, started: ContinuousClock.Instant) {
             self.response = response
             self.request = request
             self.route = route
+            self.started = started
         }
     }
 
     /// A route that answers `error`, for paths and methods no route takes.
     private static func unmatched(_ error: HTTPError) -> Router.Route {
-        Router.Route(method: .get, template: "unmatched", maxBodySize: 0, handler: { _ in throw error }, immediate: nil)
+        Router.Route(method: .get, template: "unmatched", maxBodySize: 0, handler: { _ in throw error }, immediate: { _ in throw error })
     }
 
     // MARK: C callbacks (static members of a nonisolated type: they run on libmicrohttpd's threads)
@@ -386,8 +396,7 @@ final class Daemon: Sendable {
         guard let exchange = Unmanaged<AnyObject>.fromOpaque(held).takeUnretainedValue() as? Exchange else {
             slot.pointee = nil
             let answer = Unmanaged<HeldAnswer>.fromOpaque(held).takeRetainedValue()
-            return daemon.answerImmediately(
-                answer.response, connection: Connection(pointer: connection), request: answer.request, route: answer.route)
+            return daemon.answerImmediately(answer, connection: Connection(pointer: connection))
         }
         if size.pointee > 0 {
             let accepted = exchange.receive(UnsafeRawBufferPointer(start: data, count: size.pointee))

@@ -54,6 +54,7 @@ final class Exchange: BodySource, Sendable {
         request: Request,
         bodyLimit: Int,
         declaredLength: Int?,
+        started: ContinuousClock.Instant,
         multipart: MultipartParser?
     ) {
         self.server = server
@@ -62,7 +63,7 @@ final class Exchange: BodySource, Sendable {
         self.request = request
         self.bodyLimit = bodyLimit
         self.declaredLength = declaredLength
-        self.started = .now
+        self.started = started
         self.parser = multipart
     }
 
