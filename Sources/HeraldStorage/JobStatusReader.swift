@@ -56,14 +56,17 @@ public struct JobStatusReader: Sendable {
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage, sql: query)
         }
         let columns = Columns(statement)
-        var job = try job(columns, id: id)
-        // The job's columns repeat on every row; the upload's are NULL on the LEFT JOIN's row of a job without media.
+        guard var job = Rows.job(columns, uploads: []) else { throw UnreadableRow(table: "jobs", id: id) }
+        // The job's columns repeat on every row; the upload's follow them, NULL on the LEFT JOIN's row of a job
+        // without media.
+        let upload = Int32(JobColumn.allCases.count)
         while code == SQLITE_ROW {
-            if let mediaID = columns.text(13) {
-                guard let state = UploadState(rawValue: columns.text(14) ?? "") else {
+            if let mediaID = columns.text(upload) {
+                guard let state = UploadState(rawValue: columns.text(upload + 1) ?? "") else {
                     throw UnreadableRow(table: "uploads", id: "\(id)/\(mediaID)")
                 }
-                job.uploads.append(Job.Upload(mediaID: mediaID, state: state, attempts: columns.int(15), error: columns.text(16)))
+                let attempts = columns.int(upload + 2)
+                job.uploads.append(Job.Upload(mediaID: mediaID, state: state, attempts: attempts, error: columns.text(upload + 3)))
             }
             code = sqlite3_step(statement)
         }
@@ -73,8 +76,9 @@ public struct JobStatusReader: Sendable {
         return job
     }
 
-    /// Media by the post's `(post_id, position)` index: rows arrive in position order, no sort. A post's uploads are
-    /// one row per medium (``JobRepository``), so joining them through the media lists exactly the job's uploads.
+    /// The job's columns in ``JobColumn`` order, then the upload's. Media by the post's
+    /// `(post_id, position)` index: rows arrive in position order, no sort. A post's uploads are one row per medium
+    /// (``JobRepository``), so joining them through the media lists exactly the job's uploads.
     fileprivate static let query = """
         SELECT jobs.id, jobs.post_id, jobs.state, jobs.priority, jobs.attempt, jobs.run_at, jobs.cancel_requested,
                jobs.error_code, jobs.error_message, jobs.error_media_id, jobs.created_at, jobs.started_at, jobs.finished_at,
@@ -86,53 +90,28 @@ public struct JobStatusReader: Sendable {
         ORDER BY media.position
         """
 
-    /// The job of the current row of ``query`` (columns 0 to 12), without its uploads.
-    private static func job(_ columns: Columns, id: String) throws -> Job {
-        guard let postID = columns.text(1),
-            let state = columns.text(2).flatMap(JobState.init(rawValue:)),
-            let priority = Priority(rank: columns.int(3)),
-            let runAt = columns.timestamp(5),
-            let createdAt = columns.timestamp(10)
-        else { throw UnreadableRow(table: "jobs", id: id) }
-        var failure: Job.Failure?
-        if let code = columns.text(7) {
-            guard let code = JobErrorCode(rawValue: code) else { throw UnreadableRow(table: "jobs", id: id) }
-            failure = Job.Failure(code: code, message: columns.text(8) ?? "", mediaID: columns.text(9))
-        }
-        let started = columns.timestamp(11)
-        let finished = columns.timestamp(12)
-        guard (started == nil) == columns.isNull(11), (finished == nil) == columns.isNull(12) else {
-            throw UnreadableRow(table: "jobs", id: id)
-        }
-        return Job(
-            id: id,
-            postID: postID,
-            state: state,
-            priority: priority,
-            attempt: columns.int(4),
-            runAt: runAt,
-            cancelRequested: columns.int(6) != 0,
-            error: failure,
-            createdAt: createdAt,
-            startedAt: started,
-            finishedAt: finished
-        )
-    }
-
-    /// The current row's values, by column index.
-    private struct Columns {
+    /// The current row's values, by column index (a job's at their ``JobColumn`` index).
+    private struct Columns: JobColumns {
         let statement: OpaquePointer
 
         init(_ statement: OpaquePointer) { self.statement = statement }
-
-        func isNull(_ index: Int32) -> Bool { sqlite3_column_type(statement, index) == SQLITE_NULL }
 
         func int(_ index: Int32) -> Int { Int(sqlite3_column_int64(statement, index)) }
 
         func text(_ index: Int32) -> String? { utf8(index).map { String(decoding: $0, as: UTF8.self) } }
 
+        func text(_ column: JobColumn) -> String? { text(column.rawValue) }
+
+        func int(_ column: JobColumn) -> Int? {
+            sqlite3_column_type(statement, column.rawValue) == SQLITE_NULL ? nil : int(column.rawValue)
+        }
+
         /// Parsed in place: no string made.
-        func timestamp(_ index: Int32) -> Timestamp? { utf8(index).flatMap(Timestamp.init(rfc3339:)) }
+        func timestamp(_ column: JobColumn) -> (value: Timestamp?, isReadable: Bool) {
+            guard let utf8 = utf8(column.rawValue) else { return (nil, true) }
+            let timestamp = Timestamp(rfc3339: utf8)
+            return (timestamp, timestamp != nil)
+        }
 
         /// The column's text, valid until the next step or reset.
         private func utf8(_ index: Int32) -> UnsafeBufferPointer<UInt8>? {

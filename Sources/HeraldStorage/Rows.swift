@@ -114,28 +114,35 @@ enum Rows {
     }
 
     /// The API object of a `jobs` row with its uploads, nil if a value is unreadable.
-    static func job(_ row: Row, uploads: [Job.Upload]) -> Job? {
-        guard let state = JobState(rawValue: row["state"]),
-            let priority = Priority(rank: row["priority"]),
-            let runAt = Timestamp(rfc3339: row["run_at"]),
-            let createdAt = Timestamp(rfc3339: row["created_at"])
+    ///
+    /// One mapping for both ways a row is read: GRDB's `Row` by column name, and ``JobStatusReader``'s statement by
+    /// column index.
+    static func job(_ row: some JobColumns, uploads: [Job.Upload]) -> Job? {
+        guard let id = row.text(.id),
+            let postID = row.text(.postID),
+            let state = row.text(.state).flatMap(JobState.init(rawValue:)),
+            let priority = row.int(.priority).flatMap(Priority.init(rank:)),
+            let attempt = row.int(.attempt),
+            let cancelRequested = row.int(.cancelRequested),
+            let runAt = row.timestamp(.runAt).value,
+            let createdAt = row.timestamp(.createdAt).value
         else { return nil }
-        let startedAt = optionalTimestamp(row["started_at"])
-        let finishedAt = optionalTimestamp(row["finished_at"])
+        let startedAt = row.timestamp(.startedAt)
+        let finishedAt = row.timestamp(.finishedAt)
         guard startedAt.isReadable, finishedAt.isReadable else { return nil }
         var failure: Job.Failure?
-        if let code: String = row["error_code"] {
+        if let code = row.text(.errorCode) {
             guard let code = JobErrorCode(rawValue: code) else { return nil }
-            failure = Job.Failure(code: code, message: row["error_message"] ?? "", mediaID: row["error_media_id"])
+            failure = Job.Failure(code: code, message: row.text(.errorMessage) ?? "", mediaID: row.text(.errorMediaID))
         }
         return Job(
-            id: row["id"],
-            postID: row["post_id"],
+            id: id,
+            postID: postID,
             state: state,
             priority: priority,
-            attempt: row["attempt"],
+            attempt: attempt,
             runAt: runAt,
-            cancelRequested: (row["cancel_requested"] as Int) != 0,
+            cancelRequested: cancelRequested != 0,
             uploads: uploads,
             error: failure,
             createdAt: createdAt,
@@ -171,7 +178,7 @@ enum Rows {
     // MARK: Helpers
 
     /// A nullable timestamp column: absent, present, or unreadable.
-    private static func optionalTimestamp(_ text: String?) -> (value: Timestamp?, isReadable: Bool) {
+    static func optionalTimestamp(_ text: String?) -> (value: Timestamp?, isReadable: Bool) {
         guard let text else { return (nil, true) }
         guard let timestamp = Timestamp(rfc3339: text) else { return (nil, false) }
         return (timestamp, true)
@@ -183,4 +190,43 @@ extension Database {
     func run(_ sql: String, _ arguments: StatementArguments = []) throws {
         try cachedStatement(sql: sql).execute(arguments: arguments)
     }
+}
+
+/// The `jobs` columns a job object is made of, in the order ``JobStatusReader`` selects them.
+enum JobColumn: Int32, CaseIterable {
+    case id, postID, state, priority, attempt, runAt, cancelRequested, errorCode, errorMessage, errorMediaID
+    case createdAt, startedAt, finishedAt
+
+    /// The column's name in `jobs`.
+    var name: String {
+        switch self {
+        case .id: "id"
+        case .postID: "post_id"
+        case .state: "state"
+        case .priority: "priority"
+        case .attempt: "attempt"
+        case .runAt: "run_at"
+        case .cancelRequested: "cancel_requested"
+        case .errorCode: "error_code"
+        case .errorMessage: "error_message"
+        case .errorMediaID: "error_media_id"
+        case .createdAt: "created_at"
+        case .startedAt: "started_at"
+        case .finishedAt: "finished_at"
+        }
+    }
+}
+
+/// A `jobs` row as ``Rows/job(_:uploads:)`` reads it; NULL reads as nil.
+protocol JobColumns {
+    func text(_ column: JobColumn) -> String?
+    func int(_ column: JobColumn) -> Int?
+    /// Absent (NULL), present, or present but not a timestamp (`isReadable` false).
+    func timestamp(_ column: JobColumn) -> (value: Timestamp?, isReadable: Bool)
+}
+
+extension Row: JobColumns {
+    func text(_ column: JobColumn) -> String? { self[column.name] }
+    func int(_ column: JobColumn) -> Int? { self[column.name] }
+    func timestamp(_ column: JobColumn) -> (value: Timestamp?, isReadable: Bool) { Rows.optionalTimestamp(self[column.name]) }
 }
