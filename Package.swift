@@ -157,7 +157,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "PublishingTests",
             dependencies: [
@@ -176,6 +176,7 @@ let package = Package(
             name: "HeraldStorageTests",
             dependencies: [
                 "HeraldStorage",
+                "HeraldTestSupport",
                 "HeraldCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

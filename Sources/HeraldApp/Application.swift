@@ -38,11 +38,10 @@ public struct Application: Sendable {
         let storage = try Storage.open(directory: configuration.dataDirectory, logger: logger)
         // Made last of what can fail: an S3 store owns an HTTP client, which must be shut down once made.
         let store = try store ?? makeStore(configuration, logger: logger)
-        let events = JobEvents()
         let runner = JobRunner(
             jobs: JobRepository(storage),
             store: store,
-            events: events,
+            changes: storage.changes,
             configuration: RunnerConfiguration(
                 workers: configuration.workers,
                 uploadConcurrency: configuration.uploadConcurrency,
@@ -54,28 +53,24 @@ public struct Application: Sendable {
             logger: logger
         )
         let readiness = Readiness { runner.stopClaiming() }
+        let staging = StagingArea(dataDirectory: configuration.dataDirectory)
         var router = Router()
         OperationsRoutes(storage: storage, store: store, jobs: JobRepository(storage), readiness: readiness, registry: Metrics.registry)
             .register(in: &router)
-        MediaRoutes(
-            repository: MediaRepository(storage),
-            staging: StagingArea(dataDirectory: configuration.dataDirectory),
+        MediaRoutes(repository: MediaRepository(storage), staging: staging, maxMediaBytes: configuration.maxMediaBytes).register(in: &router)
+        // The way a publish takes: route -> service -> repository -> (the runner claims the job) -> media store.
+        PostRoutes(
+            service: PostService(posts: PostRepository(storage), staging: staging, maxMediaPerPost: configuration.maxMediaPerPost),
+            staging: staging,
             maxMediaBytes: configuration.maxMediaBytes
         ).register(in: &router)
-        PostRoutes(
-            posts: PostRepository(storage),
-            media: MediaRepository(storage),
-            staging: StagingArea(dataDirectory: configuration.dataDirectory),
-            runner: runner,
-            maxMediaBytes: configuration.maxMediaBytes,
-            maxMediaPerPost: configuration.maxMediaPerPost
-        ).register(in: &router)
         JobRoutes(
-            jobs: JobRepository(storage),
-            status: try JobStatusReader(storage, connections: configuration.httpThreads),
-            runner: runner,
-            events: events,
-            readiness: readiness
+            service: JobService(
+                jobs: JobRepository(storage),
+                status: try JobStatusReader(storage, connections: configuration.httpThreads),
+                changes: storage.changes,
+                readiness: readiness
+            )
         ).register(in: &router)
         QueueRoutes(jobs: JobRepository(storage), runner: runner).register(in: &router)
 

@@ -192,9 +192,9 @@ extension Job {
         var writer = JSONWriter(capacity: 512 + uploads.count * 160)
         writer.beginObject()
         writer.key("id")
-        writer.string(id)
+        writer.string(id.rawValue)
         writer.key("post_id")
-        writer.string(postID)
+        writer.string(postID.rawValue)
         writer.key("state")
         writer.string(state.rawValue)
         writer.key("done")
@@ -224,7 +224,7 @@ extension Job {
         for upload in uploads {
             writer.beginObject()
             writer.key("media_id")
-            writer.string(upload.mediaID)
+            writer.string(upload.mediaID.rawValue)
             writer.key("state")
             writer.string(upload.state.rawValue)
             writer.key("attempts")
@@ -243,7 +243,7 @@ extension Job {
             writer.string(error.message)
             if let mediaID = error.mediaID {
                 writer.key("media_id")
-                writer.string(mediaID)
+                writer.string(mediaID.rawValue)
             }
             writer.endObject()
         } else {

@@ -4,9 +4,9 @@
 /// disagree with what they summarise; decoding ignores them for the same reason.
 public struct Job: Codable, Sendable, Equatable {
     /// The job's id (UUIDv7).
-    public var id: String
+    public var id: JobID
     /// The post it publishes.
-    public var postID: String
+    public var postID: PostID
     /// Where it is in its life cycle.
     public var state: JobState
     /// How urgently it is claimed.
@@ -30,7 +30,7 @@ public struct Job: Codable, Sendable, Equatable {
 
     /// Creates a job object.
     public init(
-        id: String, postID: String, state: JobState, priority: Priority = .normal, attempt: Int = 0, runAt: Timestamp,
+        id: JobID, postID: PostID, state: JobState, priority: Priority = .normal, attempt: Int = 0, runAt: Timestamp,
         cancelRequested: Bool = false, uploads: [Upload] = [], error: Failure? = nil, createdAt: Timestamp,
         startedAt: Timestamp? = nil, finishedAt: Timestamp? = nil
     ) {
@@ -55,12 +55,12 @@ public struct Job: Codable, Sendable, Equatable {
     public var progress: Progress { Progress(uploads: uploads, state: state) }
 
     /// The list position of this job, for a `next_cursor`.
-    public var cursor: Cursor { Cursor(createdAt: createdAt, id: id) }
+    public var cursor: Cursor { Cursor(createdAt: createdAt, id: id.rawValue) }
 
     /// One medium's upload within the job.
     public struct Upload: Codable, Sendable, Equatable {
         /// The medium being uploaded.
-        public var mediaID: String
+        public var mediaID: MediaID
         /// Where the upload is.
         public var state: UploadState
         /// Transfer attempts so far.
@@ -69,7 +69,7 @@ public struct Job: Codable, Sendable, Equatable {
         public var error: String?
 
         /// Creates an upload entry.
-        public init(mediaID: String, state: UploadState = .pending, attempts: Int = 0, error: String? = nil) {
+        public init(mediaID: MediaID, state: UploadState = .pending, attempts: Int = 0, error: String? = nil) {
             self.mediaID = mediaID
             self.state = state
             self.attempts = attempts
@@ -83,7 +83,7 @@ public struct Job: Codable, Sendable, Equatable {
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            mediaID = try container.decode(String.self, forKey: .mediaID)
+            mediaID = try container.decode(MediaID.self, forKey: .mediaID)
             state = try container.decode(UploadState.self, forKey: .state)
             attempts = try container.decode(Int.self, forKey: .attempts)
             error = try container.decodeIfPresent(String.self, forKey: .error)
@@ -106,10 +106,10 @@ public struct Job: Codable, Sendable, Equatable {
         /// A human-readable explanation.
         public var message: String
         /// The medium at fault, for failures about one medium.
-        public var mediaID: String?
+        public var mediaID: MediaID?
 
         /// Creates a failure.
-        public init(code: JobErrorCode, message: String, mediaID: String? = nil) {
+        public init(code: JobErrorCode, message: String, mediaID: MediaID? = nil) {
             self.code = code
             self.message = message
             self.mediaID = mediaID
@@ -169,8 +169,8 @@ public struct Job: Codable, Sendable, Equatable {
     /// Decodes a job object; `done` and `progress` are ignored, being derived.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        id = try container.decode(String.self, forKey: .id)
-        postID = try container.decode(String.self, forKey: .postID)
+        id = try container.decode(JobID.self, forKey: .id)
+        postID = try container.decode(PostID.self, forKey: .postID)
         state = try container.decode(JobState.self, forKey: .state)
         priority = try container.decode(Priority.self, forKey: .priority)
         attempt = try container.decode(Int.self, forKey: .attempt)

@@ -1,7 +1,7 @@
 /// A medium: uploaded bytes and their metadata, the API's media object.
 public struct Media: Codable, Sendable, Equatable {
     /// The medium's id (UUIDv7).
-    public var id: String
+    public var id: MediaID
     /// The declared type, checked against the bytes' signature.
     public var contentType: MediaType
     /// The size in bytes; never 0.
@@ -15,14 +15,14 @@ public struct Media: Codable, Sendable, Equatable {
     /// Where the published medium can be fetched; set when its post is published.
     public var url: String?
     /// The post it is attached to, if any.
-    public var postID: String?
+    public var postID: PostID?
     /// When it was received.
     public var createdAt: Timestamp
 
     /// Creates a media object.
     public init(
-        id: String, contentType: MediaType, size: Int64, sha256: String, description: String? = nil,
-        state: MediaState = .staged, url: String? = nil, postID: String? = nil, createdAt: Timestamp
+        id: MediaID, contentType: MediaType, size: Int64, sha256: String, description: String? = nil,
+        state: MediaState = .staged, url: String? = nil, postID: PostID? = nil, createdAt: Timestamp
     ) {
         self.id = id
         self.contentType = contentType
@@ -36,7 +36,7 @@ public struct Media: Codable, Sendable, Equatable {
     }
 
     /// The list position of this medium, for a `next_cursor`.
-    public var cursor: Cursor { Cursor(createdAt: createdAt, id: id) }
+    public var cursor: Cursor { Cursor(createdAt: createdAt, id: id.rawValue) }
 
     private enum CodingKeys: String, CodingKey {
         case id
@@ -48,14 +48,14 @@ public struct Media: Codable, Sendable, Equatable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        id = try container.decode(String.self, forKey: .id)
+        id = try container.decode(MediaID.self, forKey: .id)
         contentType = try container.decode(MediaType.self, forKey: .contentType)
         size = try container.decode(Int64.self, forKey: .size)
         sha256 = try container.decode(String.self, forKey: .sha256)
         description = try container.decodeIfPresent(String.self, forKey: .description)
         state = try container.decode(MediaState.self, forKey: .state)
         url = try container.decodeIfPresent(String.self, forKey: .url)
-        postID = try container.decodeIfPresent(String.self, forKey: .postID)
+        postID = try container.decodeIfPresent(PostID.self, forKey: .postID)
         createdAt = try container.decode(Timestamp.self, forKey: .createdAt)
     }
 

@@ -1,7 +1,7 @@
 /// A post: text and media to publish together, the API's post object.
 public struct Post: Codable, Sendable, Equatable {
     /// The post's id (UUIDv7).
-    public var id: String
+    public var id: PostID
     /// The text; empty when the post is media only.
     public var text: String
     /// Where it is in its life cycle.
@@ -9,7 +9,7 @@ public struct Post: Codable, Sendable, Equatable {
     /// Its media, in the order the client gave them.
     public var media: [Media]
     /// Its current (latest) publish job.
-    public var jobID: String
+    public var jobID: JobID
     /// How urgently its job is claimed.
     public var priority: Priority
     /// When the client asked it to be published, if it was scheduled.
@@ -21,7 +21,7 @@ public struct Post: Codable, Sendable, Equatable {
 
     /// Creates a post object.
     public init(
-        id: String, text: String, state: PostState, media: [Media], jobID: String, priority: Priority = .normal,
+        id: PostID, text: String, state: PostState, media: [Media], jobID: JobID, priority: Priority = .normal,
         scheduledAt: Timestamp? = nil, createdAt: Timestamp, publishedAt: Timestamp? = nil
     ) {
         self.id = id
@@ -36,7 +36,7 @@ public struct Post: Codable, Sendable, Equatable {
     }
 
     /// The list position of this post, for a `next_cursor`.
-    public var cursor: Cursor { Cursor(createdAt: createdAt, id: id) }
+    public var cursor: Cursor { Cursor(createdAt: createdAt, id: id.rawValue) }
 
     private enum CodingKeys: String, CodingKey {
         case id, text, state, media
@@ -49,11 +49,11 @@ public struct Post: Codable, Sendable, Equatable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        id = try container.decode(String.self, forKey: .id)
+        id = try container.decode(PostID.self, forKey: .id)
         text = try container.decode(String.self, forKey: .text)
         state = try container.decode(PostState.self, forKey: .state)
         media = try container.decode([Media].self, forKey: .media)
-        jobID = try container.decode(String.self, forKey: .jobID)
+        jobID = try container.decode(JobID.self, forKey: .jobID)
         priority = try container.decode(Priority.self, forKey: .priority)
         scheduledAt = try container.decodeIfPresent(Timestamp.self, forKey: .scheduledAt)
         createdAt = try container.decode(Timestamp.self, forKey: .createdAt)

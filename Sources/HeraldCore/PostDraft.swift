@@ -72,7 +72,7 @@ public struct PostDraft: Codable, Sendable, Equatable {
     /// Checks: text longer than `maxTextLength` characters; neither text nor media; more than
     /// `maxMediaPerPost` ids; each repeated id (pointing at the repeat, e.g. `/media_ids/3`); a
     /// `scheduled_at` that is not an RFC 3339 date-time; a priority other than low, normal, high.
-    /// Unknown and already-attached media ids need the database and are the caller's to add.
+    /// Unknown and already-attached media ids need the database: ``MediaRule`` says how those read.
     ///
     /// Length counts Swift `Character`s (extended grapheme clusters), what a reader sees as characters:
     /// an emoji with a skin tone or a flag is one, as Mastodon counts. Text that is only whitespace counts
@@ -130,7 +130,7 @@ public struct PostDraft: Codable, Sendable, Equatable {
         guard issues.isEmpty else { throw ValidationFailure(issues: issues) }
         return PostRequest(
             text: text,
-            mediaIDs: mediaIDs,
+            mediaIDs: mediaIDs.map(MediaID.init(rawValue:)),
             scheduledAt: scheduledAt.flatMap { Timestamp(rfc3339: $0) },
             priority: priority.flatMap { Priority(rawValue: $0) } ?? .normal
         )
@@ -142,14 +142,14 @@ public struct PostRequest: Sendable, Equatable {
     /// The text; empty for a media-only post.
     public var text: String
     /// The ids of the media to attach, in order, without repeats.
-    public var mediaIDs: [String]
+    public var mediaIDs: [MediaID]
     /// When to publish, converted to UTC; nil to publish now.
     public var scheduledAt: Timestamp?
     /// How urgently to publish.
     public var priority: Priority
 
     /// Creates a request.
-    public init(text: String, mediaIDs: [String], scheduledAt: Timestamp? = nil, priority: Priority = .normal) {
+    public init(text: String, mediaIDs: [MediaID], scheduledAt: Timestamp? = nil, priority: Priority = .normal) {
         self.text = text
         self.mediaIDs = mediaIDs
         self.scheduledAt = scheduledAt
@@ -165,5 +165,31 @@ public struct PostRequest: Sendable, Equatable {
             return (.scheduled, .scheduled, scheduledAt)
         }
         return (.queued, .queued, now)
+    }
+}
+
+/// The rules a post's media must meet that only the database can check, and how each problem reads.
+public enum MediaRule {
+    /// What a medium listed in a post draft is, as the database has it.
+    public enum Found: Sendable, Equatable {
+        /// No such medium.
+        case unknown
+        /// Staged and unattached: it can be attached.
+        case free
+        /// Attached to a post already.
+        case attached
+    }
+
+    /// The issues for `ids` (a validated draft's, or the first occurrence of each of a draft's ids), given what was found.
+    ///
+    /// Another post's id is not named: the medium may belong to someone else's post.
+    public static func issues(_ ids: [(index: Int, id: String)], found: (String) -> Found) -> [ValidationIssue] {
+        ids.compactMap { index, id in
+            switch found(id) {
+            case .free: nil
+            case .unknown: ValidationIssue(pointer: "/media_ids/\(index)", detail: "There is no media with id \(id).")
+            case .attached: ValidationIssue(pointer: "/media_ids/\(index)", detail: "Media \(id) is attached to another post.")
+            }
+        }
     }
 }

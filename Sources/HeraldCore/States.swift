@@ -24,6 +24,9 @@ public enum PostState: String, Codable, Sendable, CaseIterable {
     case failed
     /// Its job was cancelled; the post can be published again.
     case cancelled
+
+    /// Whether a new job may publish the post again (`POST /v1/posts/{id}/publish`).
+    public var canRepublish: Bool { self == .failed || self == .cancelled }
 }
 
 /// A publish job's life cycle.
@@ -48,6 +51,9 @@ public enum JobState: String, Codable, Sendable, CaseIterable {
         case .queued, .scheduled, .running: false
         }
     }
+
+    /// The states of a job that still has work ahead: a post has at most one such job.
+    public static let active: [JobState] = [.queued, .scheduled, .running]
 }
 
 /// The state of one medium's upload within one job.
@@ -105,4 +111,88 @@ public enum JobErrorCode: String, Codable, Sendable, CaseIterable {
     case mediaMissing = "media_missing"
     /// Anything else: a bug or an unexpected failure of Herald itself.
     case `internal`
+}
+
+// MARK: The publish state machine
+
+/// One step of a publish: how it moves a job, its post, the post's media and the job's uploads together.
+///
+/// Storage applies each step in one transaction (`Transitions` in HeraldStorage), binding these states, so the
+/// rows of a publish can only ever be in the combinations listed here.
+public enum Transition: Sendable, CaseIterable {
+    /// A post is created (or published again) with a new job that runs now.
+    case enqueue
+    /// A post is created with a new job that waits for `scheduled_at`.
+    case schedule
+    /// A scheduled job's time came.
+    case promote
+    /// A worker took the job: its uploads start.
+    case claim
+    /// Every upload succeeded: the post is published.
+    case commit
+    /// An upload failed for good.
+    case fail
+    /// A client cancelled the job (before the commit).
+    case cancel
+    /// The job goes back to the queue (shutdown, or its runner's lease expired), to run again from the start.
+    case putBack
+
+    /// The states the job may be in before the step (empty: the job is new).
+    public var jobFrom: [JobState] {
+        switch self {
+        case .enqueue, .schedule: []
+        case .promote: [.scheduled]
+        case .claim: [.queued]
+        case .commit, .fail, .putBack: [.running]
+        case .cancel: JobState.active
+        }
+    }
+
+    /// The job's state after the step.
+    public var job: JobState {
+        switch self {
+        case .enqueue, .promote, .putBack: .queued
+        case .schedule: .scheduled
+        case .claim: .running
+        case .commit: .succeeded
+        case .fail: .failed
+        case .cancel: .cancelled
+        }
+    }
+
+    /// The post's state after the step.
+    public var post: PostState {
+        switch self {
+        case .enqueue, .promote, .putBack: .queued
+        case .schedule: .scheduled
+        case .claim: .publishing
+        case .commit: .published
+        case .fail: .failed
+        case .cancel: .cancelled
+        }
+    }
+
+    /// The state of the post's media after the step; nil leaves them as they are. A staged medium has no URL.
+    public var media: MediaState? {
+        switch self {
+        case .enqueue, .schedule, .promote: nil
+        case .claim: .uploading
+        case .commit: .uploaded
+        case .fail, .cancel, .putBack: .staged
+        }
+    }
+
+    /// Which of the job's uploads move (`from`; empty: all), and to what; nil leaves them as they are.
+    ///
+    /// A failed job keeps the failed upload as the runner wrote it; a cancel stops everything not in the store.
+    public var uploads: (from: [UploadState], to: UploadState)? {
+        switch self {
+        case .enqueue, .schedule: (from: [], to: .pending)
+        case .promote: nil
+        case .claim, .putBack: (from: [], to: .pending)
+        case .commit: (from: [], to: .uploaded)
+        case .fail: (from: [.pending, .uploading], to: .cancelled)
+        case .cancel: (from: [.pending, .uploading, .failed, .cancelled], to: .cancelled)
+        }
+    }
 }

@@ -322,4 +322,12 @@ enum ASCII {
     static func digitValue(_ byte: UInt8) -> Int64? {
         (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) ? Int64(byte &- zero) : nil
     }
+
+    /// Whether `byte` is a hex digit of either case.
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
+        default: false
+        }
+    }
 }

@@ -29,11 +29,11 @@ public struct JobStatusReader: Sendable {
     }
 
     /// The job with this id, its uploads in media position order; nil if there is none.
-    public func job(id: String) throws -> Job? {
+    public func job(id: JobID) throws -> Job? {
         let connection = connections[next.take() % connections.count]
         return try connection.queue.inDatabase { db in
             let statement = try connection.statement(db)
-            var bound = id
+            var bound = id.rawValue
             return try bound.withUTF8 { utf8 in
                 // SQLITE_STATIC (nil): SQLite reads the id in place, and the bindings are cleared before `utf8` ends.
                 let text = utf8.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
@@ -49,14 +49,14 @@ public struct JobStatusReader: Sendable {
     }
 
     /// Steps ``query`` bound to `id`: the job from its first row, an upload from each row.
-    private static func read(_ statement: OpaquePointer, id: String, db: Database) throws -> Job? {
+    private static func read(_ statement: OpaquePointer, id: JobID, db: Database) throws -> Job? {
         var code = sqlite3_step(statement)
         guard code == SQLITE_ROW else {
             if code == SQLITE_DONE { return nil }
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage, sql: query)
         }
         let columns = Columns(statement)
-        guard var job = Rows.job(columns, uploads: []) else { throw UnreadableRow(table: "jobs", id: id) }
+        guard var job = Rows.job(columns, uploads: []) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
         // The job's columns repeat on every row; the upload's follow them, NULL on the LEFT JOIN's row of a job
         // without media.
         let upload = Int32(JobColumn.allCases.count)
@@ -66,7 +66,7 @@ public struct JobStatusReader: Sendable {
                     throw UnreadableRow(table: "uploads", id: "\(id)/\(mediaID)")
                 }
                 let attempts = columns.int(upload + 2)
-                job.uploads.append(Job.Upload(mediaID: mediaID, state: state, attempts: attempts, error: columns.text(upload + 3)))
+                job.uploads.append(Job.Upload(mediaID: MediaID(mediaID), state: state, attempts: attempts, error: columns.text(upload + 3)))
             }
             code = sqlite3_step(statement)
         }

@@ -9,7 +9,7 @@ public struct MediaRepository: Sendable {
         case deleted(stagingPath: String)
         case notFound
         /// Attached to a post: kept (the API answers 409).
-        case attached(postID: String)
+        case attached(postID: PostID)
     }
 
     private let pool: DatabasePool
@@ -20,31 +20,34 @@ public struct MediaRepository: Sendable {
 
     /// Records a staged medium; `stagingPath` is relative to the data directory.
     public func insert(_ media: Media, stagingPath: String) async throws {
-        try await pool.write { db in
-            try db.execute(
-                literal: """
-                    INSERT INTO media (id, content_type, size, sha256, description, state, url, post_id, position, staging_path, created_at)
-                    VALUES (\(media.id), \(media.contentType.rawValue), \(media.size), \(media.sha256), \(media.description),
-                            \(media.state.rawValue), \(media.url), NULL, NULL, \(stagingPath), \(media.createdAt.rfc3339))
-                    """
-            )
-        }
+        try await pool.write { db in try Self.insert(db, media, stagingPath: stagingPath) }
+    }
+
+    /// Inserts an unattached medium's row within the caller's transaction.
+    static func insert(_ db: Database, _ media: Media, stagingPath: String) throws {
+        try db.execute(
+            literal: """
+                INSERT INTO media (id, content_type, size, sha256, description, state, url, post_id, position, staging_path, created_at)
+                VALUES (\(media.id), \(media.contentType.rawValue), \(media.size), \(media.sha256), \(media.description),
+                        \(media.state.rawValue), \(media.url), NULL, NULL, \(stagingPath), \(media.createdAt.rfc3339))
+                """
+        )
     }
 
     /// The medium with this id, if any.
-    public func find(id: String) async throws -> Media? {
+    public func find(id: MediaID) async throws -> Media? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM media WHERE id = ?", arguments: [id], adapter: nil).flatMap(Self.media)
         }
     }
 
     /// Deletes a staged medium that no post holds, in one transaction.
-    public func deleteStaged(id: String) async throws -> Deletion {
+    public func deleteStaged(id: MediaID) async throws -> Deletion {
         try await pool.write { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT post_id, staging_path FROM media WHERE id = ?", arguments: [id]) else {
                 return .notFound
             }
-            if let postID: String = row["post_id"] { return .attached(postID: postID) }
+            if let postID: PostID = row["post_id"] { return .attached(postID: postID) }
             try db.execute(sql: "DELETE FROM media WHERE id = ?", arguments: [id])
             return .deleted(stagingPath: row["staging_path"])
         }

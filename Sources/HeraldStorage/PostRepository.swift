@@ -31,6 +31,20 @@ public struct PostRepository: Sendable {
         }
     }
 
+    /// A medium staged with the post's own request (a form's file part): its row is written with the post.
+    public struct NewMedia: Sendable, Equatable {
+        /// The medium, `staged` and unattached.
+        public var media: Media
+        /// Where its bytes are, relative to the data directory.
+        public var stagingPath: String
+
+        /// Creates a new medium for a post.
+        public init(media: Media, stagingPath: String) {
+            self.media = media
+            self.stagingPath = stagingPath
+        }
+    }
+
     /// Outcome of re-publishing a post.
     public enum Republish: Sendable, Equatable {
         /// A new job was queued (202).
@@ -46,23 +60,23 @@ public struct PostRepository: Sendable {
     /// How long an `in_progress` reservation is honoured before it counts as abandoned.
     static let reservationTimeoutMilliseconds: Int64 = 60_000
 
-    private let pool: DatabasePool
+    private let storage: Storage
 
     public init(_ storage: Storage) {
-        pool = storage.pool
+        self.storage = storage
     }
 
     // MARK: Creating
 
     /// ONE write transaction: checks the idempotency key (if any; expired keys are purged and ignored), checks every
-    /// media id exists and is unattached (reporting every problem), inserts the post (queued, or scheduled when
-    /// `request.scheduledAt > now`), attaches the media in order, inserts the job and one pending upload per medium,
-    /// and records the key as completed.
+    /// listed medium exists and is unattached (reporting every problem), inserts `newMedia`, inserts the post (queued,
+    /// or scheduled when `request.scheduledAt > now`) and its job, attaches the media in order with one pending upload
+    /// each, and records the key as completed. Any outcome but ``Creation/created(_:)`` writes nothing.
     ///
     /// An `in_progress` key with the same payload is taken as this request's own reservation (see ``reserve(_:now:)``)
     /// and completed; a payload mismatch is ``Creation/keyReusedWithOtherPayload`` whatever the key's state.
-    public func create(_ request: PostRequest, idempotency: Idempotency?, now: Timestamp) async throws -> Creation {
-        try await pool.write { db in
+    public func create(_ request: PostRequest, newMedia: [NewMedia] = [], idempotency: Idempotency?, now: Timestamp) async throws -> Creation {
+        try await storage.write { db, changed in
             var reserved = false
             if let idempotency {
                 switch try Self.lookUp(db, idempotency, now: now) {
@@ -77,37 +91,15 @@ public struct PostRepository: Sendable {
                 }
             }
 
-            let issues = try Self.mediaIssues(db, request.mediaIDs)
+            let new = Set(newMedia.map(\.media.id))
+            let listed = request.mediaIDs.enumerated().filter { !new.contains($0.element) }.map { (index: $0.offset, id: $0.element.rawValue) }
+            let issues = try Self.mediaIssues(db, listed)
             guard issues.isEmpty else { return .invalid(issues) }
 
-            let postID = Identifier.generate(at: now)
-            let jobID = Identifier.generate(at: now)
-            let schedule = request.initialSchedule(now: now)
-            try db.run(
-                """
-                INSERT INTO posts (id, text, state, priority, scheduled_at, created_at, published_at, job_id)
-                VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
-                """,
-                [
-                    postID, request.text, schedule.post.rawValue, request.priority.rawValue, request.scheduledAt?.rfc3339,
-                    now.rfc3339, jobID,
-                ]
-            )
-            try db.run(
-                """
-                INSERT INTO jobs (id, post_id, state, priority, attempt, run_at, cancel_requested, created_at)
-                VALUES (?, ?, ?, ?, 0, ?, 0, ?)
-                """,
-                [jobID, postID, schedule.job.rawValue, request.priority.rank, schedule.runAt.rfc3339, now.rfc3339]
-            )
-            for (position, mediaID) in request.mediaIDs.enumerated() {
-                try db.run(
-                    "UPDATE media SET post_id = ?, position = ? WHERE id = ? AND post_id IS NULL",
-                    [postID, position, mediaID]
-                )
-                guard db.changesCount == 1 else { throw UnreadableRow(table: "media", id: mediaID, reason: "could not be attached") }
-                try db.run("INSERT INTO uploads (job_id, media_id, state, attempts) VALUES (?, ?, 'pending', 0)", [jobID, mediaID])
-            }
+            for item in newMedia { try MediaRepository.insert(db, item.media, stagingPath: item.stagingPath) }
+            let postID = PostID.generate(at: now)
+            let jobID = JobID.generate(at: now)
+            try Transitions.create(db, postID: postID, jobID: jobID, request: request, now: now, changed: &changed)
 
             if let idempotency {
                 if reserved {
@@ -138,7 +130,7 @@ public struct PostRepository: Sendable {
     /// ``Creation/keyReusedWithOtherPayload`` or ``Creation/keyInProgress``. A reservation older than 60 s
     /// counts as abandoned and is taken over (nil).
     public func reserve(_ idempotency: Idempotency, now: Timestamp) async throws -> Creation? {
-        try await pool.write { db in
+        try await storage.pool.write { db in
             switch try Self.lookUp(db, idempotency, now: now) {
             case .none:
                 try db.run(
@@ -166,7 +158,7 @@ public struct PostRepository: Sendable {
 
     /// Drops a reservation whose request failed, so a retry can proceed. A completed key is never dropped.
     public func release(_ idempotency: Idempotency) async throws {
-        try await pool.write { db in
+        try await storage.pool.write { db in
             try db.run(
                 "DELETE FROM idempotency_keys WHERE key = ? AND request_hash = ? AND state = 'in_progress'",
                 [idempotency.key, idempotency.requestHash]
@@ -177,49 +169,44 @@ public struct PostRepository: Sendable {
     // MARK: Reading
 
     /// The post with this id, its media in position order; nil if there is none.
-    public func find(id: String) async throws -> Post? {
-        try await pool.read { db in try Rows.post(db, id: id) }
+    public func find(id: PostID) async throws -> Post? {
+        try await storage.pool.read { db in try Rows.post(db, id: id) }
     }
 
     /// One page of posts, newest first (`created_at DESC, id DESC`), optionally of one state, strictly after `cursor`.
     public func list(state: PostState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Post> {
-        try await pool.read { db in
+        try await storage.pool.read { db in
             let rows = try Rows.listRows(db, table: "posts", state: state?.rawValue, limit: limit, after: cursor)
             return Page(fetched: try Rows.posts(db, rows), limit: limit, cursor: \.cursor)
         }
+    }
+
+    /// The problems of listed media ids (`index` in the draft, `id` as sent) that only the database can find: unknown
+    /// and attached media, read with one query. The same check ``create(_:newMedia:idempotency:now:)`` makes.
+    public func mediaIssues(_ ids: [(index: Int, id: String)]) async throws -> [ValidationIssue] {
+        try await storage.pool.read { db in try Self.mediaIssues(db, ids) }
     }
 
     // MARK: Re-publishing
 
     /// A `failed` or `cancelled` post gets a new job (queued, `run_at` now, the post's priority) with fresh uploads
     /// rows; the post becomes queued and points at the new job. Published, or a job active: conflict.
-    public func republish(id: String, now: Timestamp) async throws -> Republish {
-        try await pool.write { db in
+    public func republish(id: PostID, now: Timestamp) async throws -> Republish {
+        try await storage.write { db, changed in
             guard let post = try Rows.post(db, id: id) else { return .notFound }
             if post.state == .published { return .conflict("The post is already published.") }
             let active = try String.fetchOne(
-                db.cachedStatement(sql: "SELECT id FROM jobs WHERE post_id = ? AND state IN ('queued', 'scheduled', 'running') LIMIT 1"),
-                arguments: [id]
+                db.cachedStatement(
+                    sql: "SELECT id FROM jobs WHERE post_id = ? AND state IN (\(databaseQuestionMarks(count: JobState.active.count))) LIMIT 1"
+                ),
+                arguments: [id] + StatementArguments(JobState.active.map(\.rawValue))
             )
             if let active { return .conflict("The post's job \(active) is still active.") }
-            guard post.state == .failed || post.state == .cancelled else {
+            guard post.state.canRepublish else {
                 return .conflict("Only a failed or cancelled post can be published again; this one is \(post.state.rawValue).")
             }
-
-            let jobID = Identifier.generate(at: now)
-            try db.run(
-                """
-                INSERT INTO jobs (id, post_id, state, priority, attempt, run_at, cancel_requested, created_at)
-                VALUES (?, ?, 'queued', ?, 0, ?, 0, ?)
-                """,
-                [jobID, id, post.priority.rank, now.rfc3339, now.rfc3339]
-            )
-            try db.run(
-                "INSERT INTO uploads (job_id, media_id, state, attempts) SELECT ?, id, 'pending', 0 FROM media WHERE post_id = ?",
-                [jobID, id]
-            )
-            try db.run("UPDATE media SET state = 'staged', url = NULL WHERE post_id = ?", [id])
-            try db.run("UPDATE posts SET state = 'queued', published_at = NULL, job_id = ? WHERE id = ?", [jobID, id])
+            let jobID = JobID.generate(at: now)
+            try Transitions.republish(db, postID: id, priority: post.priority, jobID: jobID, now: now, changed: &changed)
             return .queued(try Self.postAndJob(db, postID: id, jobID: jobID))
         }
     }
@@ -230,7 +217,7 @@ public struct PostRepository: Sendable {
     private enum KeyRecord {
         case none
         case mismatch
-        case completed(postID: String, jobID: String)
+        case completed(postID: PostID, jobID: JobID)
         case inProgress(since: Timestamp)
     }
 
@@ -244,7 +231,7 @@ public struct PostRepository: Sendable {
             )
         else { return .none }
         guard (row["request_hash"] as String) == idempotency.requestHash else { return .mismatch }
-        if (row["state"] as String) == "completed", let postID: String = row["post_id"], let jobID: String = row["job_id"] {
+        if (row["state"] as String) == "completed", let postID: PostID = row["post_id"], let jobID: JobID = row["job_id"] {
             return .completed(postID: postID, jobID: jobID)
         }
         guard let since = Timestamp(rfc3339: row["created_at"]) else {
@@ -253,39 +240,23 @@ public struct PostRepository: Sendable {
         return .inProgress(since: since)
     }
 
-    /// Every problem with the media ids that needs the database: unknown, attached to a post, listed twice.
-    private static func mediaIssues(_ db: Database, _ mediaIDs: [String]) throws -> [ValidationIssue] {
-        guard !mediaIDs.isEmpty else { return [] }
-        var owners: [String: String?] = [:]
+    /// Unknown and attached media among `ids`, found with one `IN (...)` query (``MediaRule``).
+    private static func mediaIssues(_ db: Database, _ ids: [(index: Int, id: String)]) throws -> [ValidationIssue] {
+        guard !ids.isEmpty else { return [] }
+        var attached: [String: Bool] = [:]
         let rows = try Row.fetchAll(
             db,
-            sql: "SELECT id, post_id FROM media WHERE id IN (\(databaseQuestionMarks(count: mediaIDs.count)))",
-            arguments: StatementArguments(mediaIDs)
+            sql: "SELECT id, post_id IS NOT NULL AS attached FROM media WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+            arguments: StatementArguments(ids.map(\.id))
         )
-        for row in rows {
-            owners[row["id"]] = .some(row["post_id"])
-        }
-        var issues: [ValidationIssue] = []
-        var seen: Set<String> = []
-        for (index, id) in mediaIDs.enumerated() {
-            let pointer = "/media_ids/\(index)"
-            if !seen.insert(id).inserted {
-                issues.append(ValidationIssue(pointer: pointer, detail: "Media id \(id) is listed more than once."))
-            } else if let owner = owners[id] {
-                if let owner {
-                    issues.append(ValidationIssue(pointer: pointer, detail: "Media \(id) is already attached to post \(owner)."))
-                }
-            } else {
-                issues.append(ValidationIssue(pointer: pointer, detail: "There is no media with id \(id)."))
-            }
-        }
-        return issues
+        for row in rows { attached[row["id"]] = row["attached"] }
+        return MediaRule.issues(ids) { id in attached[id].map { $0 ? .attached : .free } ?? .unknown }
     }
 
     /// The post and job as stored now.
-    static func postAndJob(_ db: Database, postID: String, jobID: String) throws -> PostAndJob {
-        guard let post = try Rows.post(db, id: postID) else { throw UnreadableRow(table: "posts", id: postID, reason: "is missing") }
-        guard let job = try Rows.job(db, id: jobID) else { throw UnreadableRow(table: "jobs", id: jobID, reason: "is missing") }
+    static func postAndJob(_ db: Database, postID: PostID, jobID: JobID) throws -> PostAndJob {
+        guard let post = try Rows.post(db, id: postID) else { throw UnreadableRow(table: "posts", id: postID.rawValue, reason: "is missing") }
+        guard let job = try Rows.job(db, id: jobID) else { throw UnreadableRow(table: "jobs", id: jobID.rawValue, reason: "is missing") }
         return PostAndJob(post: post, job: job)
     }
 }

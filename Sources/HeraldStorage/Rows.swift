@@ -21,13 +21,10 @@ struct UnreadableRow: Error, CustomStringConvertible {
 ///
 /// The loaders read a page's children (a post's media, a job's uploads) with one query for the whole page.
 enum Rows {
-    /// Active job states: the ones `jobs_one_active_per_post` allows once per post.
-    static let activeJobStates: Set<JobState> = [.queued, .scheduled, .running]
-
     // MARK: Posts
 
     /// The post with this id and its media in position order, or nil.
-    static func post(_ db: Database, id: String) throws -> Post? {
+    static func post(_ db: Database, id: PostID) throws -> Post? {
         let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM posts WHERE id = ?"), arguments: [id])
         return try posts(db, rows).first
     }
@@ -35,8 +32,8 @@ enum Rows {
     /// The posts of `rows` (full `posts` rows), in the same order, with their media read in one query.
     static func posts(_ db: Database, _ rows: [Row]) throws -> [Post] {
         guard !rows.isEmpty else { return [] }
-        let ids: [String] = rows.map { $0["id"] }
-        var media: [String: [Media]] = [:]
+        let ids: [PostID] = rows.map { $0["id"] }
+        var media: [PostID: [Media]] = [:]
         let mediaRows = try Row.fetchAll(
             db,
             sql: "SELECT * FROM media WHERE post_id IN (\(databaseQuestionMarks(count: ids.count))) ORDER BY post_id, position",
@@ -57,7 +54,7 @@ enum Rows {
         guard let state = PostState(rawValue: row["state"]),
             let priority = Priority(rawValue: row["priority"]),
             let createdAt = Timestamp(rfc3339: row["created_at"]),
-            let jobID: String = row["job_id"]
+            let jobID: JobID = row["job_id"]
         else { return nil }
         let scheduledAt = optionalTimestamp(row["scheduled_at"])
         let publishedAt = optionalTimestamp(row["published_at"])
@@ -78,7 +75,7 @@ enum Rows {
     // MARK: Jobs
 
     /// The job with this id and its uploads in media position order, or nil.
-    static func job(_ db: Database, id: String) throws -> Job? {
+    static func job(_ db: Database, id: JobID) throws -> Job? {
         let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM jobs WHERE id = ?"), arguments: [id])
         return try jobs(db, rows).first
     }
@@ -86,8 +83,8 @@ enum Rows {
     /// The jobs of `rows` (full `jobs` rows), in the same order, with their uploads read in one query.
     static func jobs(_ db: Database, _ rows: [Row]) throws -> [Job] {
         guard !rows.isEmpty else { return [] }
-        let ids: [String] = rows.map { $0["id"] }
-        var uploads: [String: [Job.Upload]] = [:]
+        let ids: [JobID] = rows.map { $0["id"] }
+        var uploads: [JobID: [Job.Upload]] = [:]
         // Cached per placeholder count (a page holds at most a few hundred jobs): preparing costs more than the query.
         let uploadRows = try Row.fetchAll(
             db.cachedStatement(
@@ -118,8 +115,8 @@ enum Rows {
     /// One mapping for both ways a row is read: GRDB's `Row` by column name, and ``JobStatusReader``'s statement by
     /// column index.
     static func job(_ row: some JobColumns, uploads: [Job.Upload]) -> Job? {
-        guard let id = row.text(.id),
-            let postID = row.text(.postID),
+        guard let id = row.text(.id).map(JobID.init(rawValue:)),
+            let postID = row.text(.postID).map(PostID.init(rawValue:)),
             let state = row.text(.state).flatMap(JobState.init(rawValue:)),
             let priority = row.int(.priority).flatMap(Priority.init(rank:)),
             let attempt = row.int(.attempt),
@@ -133,7 +130,7 @@ enum Rows {
         var failure: Job.Failure?
         if let code = row.text(.errorCode) {
             guard let code = JobErrorCode(rawValue: code) else { return nil }
-            failure = Job.Failure(code: code, message: row.text(.errorMessage) ?? "", mediaID: row.text(.errorMediaID))
+            failure = Job.Failure(code: code, message: row.text(.errorMessage) ?? "", mediaID: row.text(.errorMediaID).map(MediaID.init(rawValue:)))
         }
         return Job(
             id: id,

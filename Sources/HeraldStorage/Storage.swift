@@ -29,6 +29,9 @@ public struct Storage: Sendable {
     /// The database file's path.
     public let path: String
 
+    /// The job changes this process commits, announced by the repositories after each transaction.
+    public let changes = JobChanges()
+
     private init(pool: DatabasePool, path: String) {
         self.pool = pool
         self.path = path

@@ -6,6 +6,12 @@ public import HTTPTypes
     import Foundation
 #endif
 
+/// An error of the layers behind the handlers that knows which problem answers it: a handler may let it through.
+public protocol HTTPErrorConvertible: Error {
+    /// The problem this error answers with.
+    var httpError: HTTPError { get }
+}
+
 /// An error a handler throws to answer with an RFC 9457 `application/problem+json` response.
 public struct HTTPError: Error, Sendable {
     /// One problem with one part of the request, located by a JSON pointer (RFC 6901).

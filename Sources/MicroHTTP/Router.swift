@@ -155,6 +155,8 @@ public struct Router: Sendable {
         switch error {
         case let error as HTTPError:
             return error.response
+        case let error as any HTTPErrorConvertible:
+            return error.httpError.response
         case is CancellationError:
             return HTTPError(.serviceUnavailable, detail: "the request was cancelled").response
         default:

@@ -10,7 +10,6 @@ struct Execution: Sendable {
     let control: JobControl
     let jobs: JobRepository
     let store: any MediaStore
-    let events: JobEvents
     let configuration: RunnerConfiguration
     let runnerID: String
     let logger: Logger
@@ -21,22 +20,22 @@ struct Execution: Sendable {
 
     /// An upload that failed for good.
     struct UploadFailure: Error {
-        let mediaID: String
+        let mediaID: MediaID
         let code: JobErrorCode
         let message: String
     }
 
     /// Runs the job to one of its ends. The publish work is cancelled when the control stops it.
     func run() async -> Outcome {
-        let result: Result<[String: (url: String, objectKey: String)], any Error> = await withTaskGroup(
-            of: Result<[String: (url: String, objectKey: String)], any Error>?.self
+        let result: Result<[MediaID: StoredObject], any Error> = await withTaskGroup(
+            of: Result<[MediaID: StoredObject], any Error>?.self
         ) { scope in
             scope.addTask { await Result { try await self.uploadAll() } }
             scope.addTask {
                 await self.watch()
                 return nil
             }
-            var outcome: Result<[String: (url: String, objectKey: String)], any Error> = .failure(CancellationError())
+            var outcome: Result<[MediaID: StoredObject], any Error> = .failure(CancellationError())
             while let next = await scope.next() {
                 if let next {
                     outcome = next
@@ -74,27 +73,27 @@ struct Execution: Sendable {
     }
 
     /// Uploads every medium, at most `uploadConcurrency` at once: the next starts as one finishes.
-    private func uploadAll() async throws -> [String: (url: String, objectKey: String)] {
-        try await withThrowingTaskGroup(of: (String, String, String).self) { group in
+    private func uploadAll() async throws -> [MediaID: StoredObject] {
+        try await withThrowingTaskGroup(of: (MediaID, StoredObject).self) { group in
             var pending = job.media.makeIterator()
             for _ in 0..<max(1, configuration.uploadConcurrency) {
                 guard let media = pending.next() else { break }
                 group.addTask { try await self.upload(media) }
             }
-            var urls: [String: (url: String, objectKey: String)] = [:]
+            var objects: [MediaID: StoredObject] = [:]
             // A failure for good leaves this loop by throwing, which cancels the other uploads.
-            while let (mediaID, url, key) = try await group.next() {
-                urls[mediaID] = (url, key)
+            while let (mediaID, object) = try await group.next() {
+                objects[mediaID] = object
                 if let media = pending.next() { group.addTask { try await self.upload(media) } }
             }
-            return urls
+            return objects
         }
     }
 
     /// One medium: retried with exponential backoff and jitter while the error is transient.
-    private func upload(_ media: ClaimedMedia) async throws -> (String, String, String) {
+    private func upload(_ media: ClaimedMedia) async throws -> (MediaID, StoredObject) {
         let object = MediaObject(
-            key: MediaObject.key(mediaID: media.mediaID, fileExtension: media.contentType.fileExtension),
+            key: MediaObject.key(mediaID: media.mediaID.rawValue, fileExtension: media.contentType.fileExtension),
             stagedFile: configuration.dataDirectory + "/" + media.stagingPath,
             size: media.size,
             sha256: media.sha256,
@@ -107,15 +106,13 @@ struct Execution: Sendable {
             attempts += 1
             tries += 1
             try await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploading, attempts: attempts, error: nil)
-            events.changed(job.jobID)
             let started = ContinuousClock.now
             do {
                 let url = try await withTimeout(configuration.uploadTimeout) { try await store.put(object) }
                 Timer(label: "herald_upload_duration_seconds").record(duration: ContinuousClock.now - started)
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "uploaded")]).increment()
                 try await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploaded, attempts: attempts, error: nil)
-                events.changed(job.jobID)
-                return (media.mediaID, url, object.key)
+                return (media.mediaID, StoredObject(key: object.key, url: url))
             } catch let error as MediaStoreError where error.isTransient && tries < configuration.uploadAttempts {
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "retried")]).increment()
                 logger.notice(
@@ -140,7 +137,7 @@ struct Execution: Sendable {
     }
 
     /// Writes the job's end: committed, failed (objects deleted), cancelled (objects deleted) or re-queued.
-    private func conclude(_ result: Result<[String: (url: String, objectKey: String)], any Error>) async -> Outcome {
+    private func conclude(_ result: Result<[MediaID: StoredObject], any Error>) async -> Outcome {
         do {
             switch (result, control.stopReason) {
             case (_, .lostLease?):
@@ -151,8 +148,8 @@ struct Execution: Sendable {
                 return .requeued
             case (_, .cancelRequested?):
                 return try await cancelled()
-            case (.success(let urls), nil):
-                switch try await jobs.commit(jobID: job.jobID, runner: runnerID, urls: urls, now: .now()) {
+            case (.success(let objects), nil):
+                switch try await jobs.commit(jobID: job.jobID, runner: runnerID, objects: objects, now: .now()) {
                 case .done: return .succeeded
                 case .lostLease: return .lostLease
                 case .cancelRequested: return try await cancelled()  // the cancel came first: nothing was committed
@@ -189,7 +186,7 @@ struct Execution: Sendable {
     /// Deletes every object this job may have stored (keys are deterministic; a missing one is fine).
     private func deleteObjects() async {
         for media in job.media {
-            let key = MediaObject.key(mediaID: media.mediaID, fileExtension: media.contentType.fileExtension)
+            let key = MediaObject.key(mediaID: media.mediaID.rawValue, fileExtension: media.contentType.fileExtension)
             do {
                 try await store.delete(key: key)
             } catch {

@@ -61,7 +61,6 @@ public struct RunnerConfiguration: Sendable {
 public actor JobRunner: Service {
     private let jobs: JobRepository
     private let store: any MediaStore
-    private let events: JobEvents
     private let configuration: RunnerConfiguration
     private let logger: Logger
     /// This process's name in `jobs.locked_by`.
@@ -70,31 +69,32 @@ public actor JobRunner: Service {
     private var paused = false
     /// Set from the graceful-shutdown handler, which cannot wait for the actor.
     private let draining = Atomic(false)
-    private var running: [String: JobControl] = [:]
+    /// The jobs this process runs, by id: behind a lock because job changes are heard on the committing thread.
+    private let running = Mutex<[JobID: JobControl]>([:])
 
-    public init(jobs: JobRepository, store: any MediaStore, events: JobEvents, configuration: RunnerConfiguration, logger: Logger) {
+    /// - Parameter changes: the committed job changes; the runner wakes for a queued job and stops a job whose
+    ///   cancel was requested, whoever wrote the change.
+    public init(jobs: JobRepository, store: any MediaStore, changes: JobChanges, configuration: RunnerConfiguration, logger: Logger) {
         self.jobs = jobs
         self.store = store
-        self.events = events
         self.configuration = configuration
         self.logger = logger
+        changes.observe { [weak self] change in
+            guard let self else { return }
+            if change.state == .queued { self.wakeup.fire() }
+            if change.cancelRequested, change.state == .running {
+                self.running.withLock { $0[change.jobID] }?.stop(.cancelRequested)
+            }
+        }
     }
 
     // MARK: Control
-
-    /// Wakes the claim loop: a job was enqueued or re-published.
-    public nonisolated func wake() { wakeup.fire() }
 
     /// Stops claiming and starts the grace period for running jobs: called when shutdown begins, before this
     /// service's own turn (the group stops the HTTP server first, which may take a while).
     public nonisolated func stopClaiming() {
         draining.store(true, ordering: .relaxed)
         wakeup.fire()
-    }
-
-    /// Cancels a job's parent task if this process runs it (the repository has stored `cancel_requested`).
-    public func cancel(jobID: String) {
-        running[jobID]?.stop(.cancelRequested)
     }
 
     /// Stops claiming new jobs; running ones finish.
@@ -108,7 +108,7 @@ public actor JobRunner: Service {
 
     /// Whether paused, the worker limit, and the jobs this process runs now.
     public func status() -> (paused: Bool, workers: Int, running: Int) {
-        (paused, configuration.workers, running.count)
+        (paused, configuration.workers, running.withLock { $0.count })
     }
 
     // MARK: The loop
@@ -135,11 +135,10 @@ public actor JobRunner: Service {
                     lastReclaim = .now
                     for jobID in try await jobs.reclaimExpired(now: .now()) {
                         logger.notice("job lease expired: back to queued", metadata: ["job_id": "\(jobID)"])
-                        events.changed(jobID)
                     }
                 }
                 _ = try await jobs.promoteDue(now: .now())
-                while !paused, !draining.load(ordering: .relaxed), running.count < configuration.workers {
+                while !paused, !draining.load(ordering: .relaxed), running.withLock({ $0.count }) < configuration.workers {
                     let lease = Timestamp.now().adding(configuration.lease)
                     guard let claimed = try await jobs.claim(runner: runnerID, leaseUntil: lease, now: .now()) else { break }
                     start(claimed, in: &group)
@@ -163,27 +162,29 @@ public actor JobRunner: Service {
 
     /// Gives running jobs the grace period, then stops them for re-queueing.
     private func drain() async {
-        guard !running.isEmpty else { return }
-        logger.info("waiting for running jobs", metadata: ["count": "\(running.count)"])
+        let count = running.withLock { $0.count }
+        guard count > 0 else { return }
+        logger.info("waiting for running jobs", metadata: ["count": "\(count)"])
         let deadline = ContinuousClock.now + configuration.shutdownGrace
-        while !running.isEmpty, ContinuousClock.now < deadline {
+        while !running.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
             await wakeup.wait(timeout: deadline - ContinuousClock.now)
         }
-        for control in running.values { control.stop(.shutdown) }
+        for control in running.withLock({ Array($0.values) }) { control.stop(.shutdown) }
     }
 
     private func start(_ job: ClaimedJob, in group: inout DiscardingTaskGroup) {
         let control = JobControl()
-        running[job.jobID] = control
-        events.changed(job.jobID)
-        Gauge(label: "herald_jobs_running").record(running.count)
+        let count = running.withLock { running in
+            running[job.jobID] = control
+            return running.count
+        }
+        Gauge(label: "herald_jobs_running").record(count)
         logger.info("job started", metadata: ["job_id": "\(job.jobID)", "post_id": "\(job.postID)", "attempt": "\(job.attempt)"])
         let execution = Execution(
             job: job,
             control: control,
             jobs: jobs,
             store: store,
-            events: events,
             configuration: configuration,
             runnerID: runnerID,
             logger: logger
@@ -194,11 +195,13 @@ public actor JobRunner: Service {
         }
     }
 
-    private func finished(_ jobID: String, outcome: Execution.Outcome) {
-        running[jobID] = nil
-        Gauge(label: "herald_jobs_running").record(running.count)
+    private func finished(_ jobID: JobID, outcome: Execution.Outcome) {
+        let count = running.withLock { running in
+            running[jobID] = nil
+            return running.count
+        }
+        Gauge(label: "herald_jobs_running").record(count)
         Counter(label: "herald_jobs_finished_total", dimensions: [("outcome", outcome.rawValue)]).increment()
-        events.changed(jobID)
         logger.info("job finished", metadata: ["job_id": "\(jobID)", "outcome": "\(outcome.rawValue)"])
         wakeup.fire()
     }

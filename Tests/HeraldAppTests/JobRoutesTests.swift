@@ -106,12 +106,13 @@ struct JobRoutesTests {
         try await withHerald { base, _, application in
             var router = Router()
             JobRoutes(
-                jobs: JobRepository(application.storage),
-                status: try JobStatusReader(application.storage, connections: 1),
-                runner: application.runner,
-                events: JobEvents(),
-                readiness: application.readiness,
-                recheckInterval: .seconds(60)
+                service: JobService(
+                    jobs: JobRepository(application.storage),
+                    status: try JobStatusReader(application.storage, connections: 1),
+                    changes: application.storage.changes,
+                    readiness: application.readiness,
+                    recheckInterval: .seconds(60)
+                )
             ).register(in: &router)
             let id = try await createJob(base, ["text": "later", "scheduled_at": "2099-01-01T00:00:00Z"])
             let started = ContinuousClock.now
@@ -133,12 +134,13 @@ struct JobRoutesTests {
             let readiness = Readiness()
             var router = Router()
             JobRoutes(
-                jobs: JobRepository(application.storage),
-                status: try JobStatusReader(application.storage, connections: 1),
-                runner: application.runner,
-                events: JobEvents(),
-                readiness: readiness,
-                recheckInterval: .milliseconds(100)
+                service: JobService(
+                    jobs: JobRepository(application.storage),
+                    status: try JobStatusReader(application.storage, connections: 1),
+                    changes: application.storage.changes,
+                    readiness: readiness,
+                    recheckInterval: .milliseconds(100)
+                )
             ).register(in: &router)
             let id = try await createJob(base, ["text": "later", "scheduled_at": "2099-01-01T00:00:00Z"])
             let started = ContinuousClock.now

@@ -30,9 +30,9 @@ func roundTrip<Value: Codable>(_ value: Value) throws -> Value {
 enum Fixtures {
     static let created = Timestamp(rfc3339: "2026-11-22T10:15:30.123Z")!
     static let later = Timestamp(rfc3339: "2026-11-22T10:16:00.000Z")!
-    static let mediaID = "01a202c0-f64b-7d41-9e6f-0a1b2c3d4e5f"
-    static let postID = "01a202c0-f64b-7d41-9e6f-0a1b2c3d4e60"
-    static let jobID = "01a202c0-f64b-7d41-9e6f-0a1b2c3d4e61"
+    static let mediaID = MediaID("01a202c0-f64b-7d41-9e6f-0a1b2c3d4e5f")
+    static let postID = PostID("01a202c0-f64b-7d41-9e6f-0a1b2c3d4e60")
+    static let jobID = JobID("01a202c0-f64b-7d41-9e6f-0a1b2c3d4e61")
 
     static let stagedMedia = Media(
         id: mediaID, contentType: .png, size: 1234, sha256: String(repeating: "ab", count: 32), createdAt: created)
@@ -72,7 +72,7 @@ struct APIObjectTests {
         #expect(json["scheduled_at"] is NSNull)
         #expect(json["published_at"] is NSNull)
         #expect(json["priority"] as? String == "normal")
-        #expect(json["job_id"] as? String == Fixtures.jobID)
+        #expect(json["job_id"] as? String == Fixtures.jobID.rawValue)
         let media = try #require(json["media"] as? [[String: Any]])
         #expect(media.count == 2)
         #expect(media.allSatisfy { Set($0.keys) == APIKeys.media })
@@ -129,7 +129,7 @@ struct APIObjectTests {
         let error = try #require(json["error"] as? [String: Any])
         #expect(Set(error.keys) == ["code", "message", "media_id"])
         #expect(error["code"] as? String == "upload_failed")
-        #expect(error["media_id"] as? String == Fixtures.mediaID)
+        #expect(error["media_id"] as? String == Fixtures.mediaID.rawValue)
         #expect(try roundTrip(job) == job)
 
         let cancelled = Job.Failure(code: .cancelled, message: "Cancelled by request.")
@@ -161,7 +161,7 @@ struct APIObjectTests {
         ] as [([UploadState], JobState, Job.Progress)]
     )
     func progress(states: [UploadState], jobState: JobState, expected: Job.Progress) throws {
-        let uploads = states.enumerated().map { Job.Upload(mediaID: "m\($0.offset)", state: $0.element) }
+        let uploads = states.enumerated().map { Job.Upload(mediaID: MediaID("m\($0.offset)"), state: $0.element) }
         let job = Job(
             id: Fixtures.jobID, postID: Fixtures.postID, state: jobState, runAt: Fixtures.created, uploads: uploads,
             createdAt: Fixtures.created)

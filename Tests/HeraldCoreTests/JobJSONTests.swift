@@ -15,7 +15,7 @@ struct JobJSONTests {
             uploads: [
                 Job.Upload(
                     mediaID: Fixtures.mediaID, state: .failed, attempts: 3, error: "PutObject failed: \"quoted\" \\ back\nline\t\u{1}é 🚀 </a>"),
-                Job.Upload(mediaID: Fixtures.postID, state: .uploaded, attempts: 1),
+                Job.Upload(mediaID: MediaID("01a202c0-f64b-7d41-9e6f-0a1b2c3d4e62"), state: .uploaded, attempts: 1),
             ],
             error: Job.Failure(code: .uploadFailed, message: "HTTP 403 \u{7}", mediaID: Fixtures.mediaID),
             createdAt: Fixtures.created, startedAt: Fixtures.created, finishedAt: Fixtures.later),

@@ -40,13 +40,13 @@ struct PostDraftTests {
         #expect(draft.validate(maxMediaPerPost: 10).isEmpty)
         let request = try draft.validated(maxMediaPerPost: 10)
         #expect(request.text == "Hello")
-        #expect(request.mediaIDs == [Self.id1, Self.id2])
+        #expect(request.mediaIDs.map(\.rawValue) == [Self.id1, Self.id2])
         #expect(request.scheduledAt?.rfc3339 == "2026-11-22T10:00:00.000Z")
         #expect(request.priority == .high)
 
         let plain = try PostDraft(text: "Hi").validated(maxMediaPerPost: 10)
         #expect(plain == PostRequest(text: "Hi", mediaIDs: [], scheduledAt: nil, priority: .normal))
-        #expect(try PostDraft(mediaIDs: [Self.id1]).validated(maxMediaPerPost: 1).mediaIDs == [Self.id1])
+        #expect(try PostDraft(mediaIDs: [Self.id1]).validated(maxMediaPerPost: 1).mediaIDs == [MediaID(Self.id1)])
     }
 
     @Test("every problem is reported at once, each with its pointer")

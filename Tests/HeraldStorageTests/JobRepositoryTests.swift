@@ -12,7 +12,7 @@ struct JobRepositoryTests {
     @Test("cancel: queued and scheduled jobs at once, running ones requested, finished ones refused")
     func requestCancel() async throws {
         try await withRepositoryFixture { fixture in
-            #expect(try await fixture.jobs.requestCancel(id: Identifier.generate(), now: At.at(0)) == .notFound)
+            #expect(try await fixture.jobs.requestCancel(id: JobID.generate(), now: At.at(0)) == .notFound)
 
             let media = try await fixture.stage(2)
             let queued = try await fixture.create(text: "q", media: media, at: At.at(0))
@@ -53,7 +53,7 @@ struct JobRepositoryTests {
 
             let done = try await fixture.create(text: "d", at: At.at(10))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(60), now: At.at(11))
-            guard case .done(let succeeded) = try await fixture.jobs.commit(jobID: done.job.id, runner: "a", urls: [:], now: At.at(12)) else {
+            guard case .done(let succeeded) = try await fixture.jobs.commit(jobID: done.job.id, runner: "a", objects: [:], now: At.at(12)) else {
                 Issue.record("commit was refused")
                 return
             }
@@ -104,7 +104,7 @@ struct JobRepositoryTests {
             #expect(try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(-1)) == nil)
             #expect(try await fixture.jobs.promoteDue(now: At.at(10)) == 2)
 
-            var claimed: [String] = []
+            var claimed: [JobID] = []
             while let job = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(60), now: At.at(10)), claimed.count < 10 {
                 claimed.append(job.jobID)
             }
@@ -166,7 +166,7 @@ struct JobRepositoryTests {
             #expect(try await fixture.string("SELECT locked_until FROM jobs WHERE id = ?", [created.job.id]) == At.at(40).rfc3339)
             #expect(try await fixture.jobs.renewLease(jobID: created.job.id, runner: "b", until: At.at(50)) == false)
             #expect(try await fixture.string("SELECT locked_until FROM jobs WHERE id = ?", [created.job.id]) == At.at(40).rfc3339)
-            #expect(try await fixture.jobs.renewLease(jobID: Identifier.generate(), runner: "a", until: At.at(50)) == false)
+            #expect(try await fixture.jobs.renewLease(jobID: JobID.generate(), runner: "a", until: At.at(50)) == false)
         }
     }
 
@@ -197,8 +197,8 @@ struct JobRepositoryTests {
             #expect(reclaimed?.attempt == 2)
             // The dead runner, come back, can neither renew nor commit.
             #expect(try await fixture.jobs.renewLease(jobID: crashed.job.id, runner: "dead", until: At.at(100)) == false)
-            let urls = [media[0]: (url: "u", objectKey: "k")]
-            #expect(try await fixture.jobs.commit(jobID: crashed.job.id, runner: "dead", urls: urls, now: At.at(33)) == .lostLease)
+            let objects = [media[0]: StoredObject(key: "k", url: "u")]
+            #expect(try await fixture.jobs.commit(jobID: crashed.job.id, runner: "dead", objects: objects, now: At.at(33)) == .lostLease)
             #expect(try await fixture.posts.find(id: crashed.post.id)?.state == .publishing)
         }
     }
@@ -211,19 +211,19 @@ struct JobRepositoryTests {
             let media = try await fixture.stage(3)
             let created = try await fixture.create(text: "publish", media: media, at: At.at(0))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
-            var urls: [String: (url: String, objectKey: String)] = [:]
-            for id in media { urls[id] = (url: "https://cdn.example/\(id).png", objectKey: "\(id).png") }
+            var objects: [MediaID: StoredObject] = [:]
+            for id in media { objects[id] = StoredObject(key: "\(id).png", url: "https://cdn.example/\(id).png") }
 
             // Missing a url: refused, nothing written.
-            var partial = urls
+            var partial = objects
             partial[media[2]] = nil
             await #expect(throws: (any Error).self) {
-                try await fixture.jobs.commit(jobID: created.job.id, runner: "a", urls: partial, now: At.at(4))
+                try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: partial, now: At.at(4))
             }
             #expect(try await fixture.posts.find(id: created.post.id)?.state == .publishing)
             #expect(try await fixture.media.find(id: media[0])?.url == nil)
 
-            let completion = try await fixture.jobs.commit(jobID: created.job.id, runner: "a", urls: urls, now: At.at(5))
+            let completion = try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: objects, now: At.at(5))
             guard case .done(let job) = completion else {
                 Issue.record("expected done, got \(completion)")
                 return
@@ -244,7 +244,7 @@ struct JobRepositoryTests {
             #expect(try await fixture.string("SELECT object_key FROM media WHERE id = ?", [media[1]]) == "\(media[1]).png")
 
             // Done: a second commit finds no lease.
-            #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "a", urls: urls, now: At.at(6)) == .lostLease)
+            #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: objects, now: At.at(6)) == .lostLease)
         }
     }
 
@@ -254,11 +254,11 @@ struct JobRepositoryTests {
             let media = try await fixture.stage(1)
             let created = try await fixture.create(text: "x", media: media, at: At.at(0))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
-            let urls = [media[0]: (url: "u", objectKey: "k")]
+            let objects = [media[0]: StoredObject(key: "k", url: "u")]
 
-            #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "b", urls: urls, now: At.at(2)) == .lostLease)
+            #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "b", objects: objects, now: At.at(2)) == .lostLease)
             _ = try await fixture.jobs.requestCancel(id: created.job.id, now: At.at(3))
-            #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "a", urls: urls, now: At.at(4)) == .cancelRequested)
+            #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: objects, now: At.at(4)) == .cancelRequested)
 
             let post = try await fixture.posts.find(id: created.post.id)
             #expect(post?.state == .publishing)

@@ -11,7 +11,7 @@ struct JobStatusReaderTests {
     func matchesFind() async throws {
         try await withRepositoryFixture { fixture in
             let reader = try JobStatusReader(fixture.storage, connections: 2)
-            #expect(try reader.job(id: Identifier.generate()) == nil)
+            #expect(try reader.job(id: JobID.generate()) == nil)
 
             // No media: the LEFT JOIN's single row carries no upload.
             let textOnly = try await fixture.create(text: "text", at: At.at(0))
@@ -51,7 +51,7 @@ struct JobStatusReaderTests {
         }
     }
 
-    private func expectSame(_ reader: JobStatusReader, _ fixture: RepositoryFixture, _ ids: [String]) async throws {
+    private func expectSame(_ reader: JobStatusReader, _ fixture: RepositoryFixture, _ ids: [JobID]) async throws {
         for id in ids {
             let expected = try await fixture.jobs.find(id: id)
             #expect(expected != nil)

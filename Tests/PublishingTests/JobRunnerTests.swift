@@ -13,7 +13,7 @@ struct Harness {
     let media: MediaRepository
     let posts: PostRepository
     let jobs: JobRepository
-    let events = JobEvents()
+    var changes: JobChanges { storage.changes }
     let logger: Logger = {
         var logger = Logger(label: "JobRunnerTests")
         logger.logLevel = .warning
@@ -32,9 +32,9 @@ struct Harness {
 
     /// A post with `count` staged media (the test store never reads their files).
     func post(media count: Int, scheduledAt: Timestamp? = nil) async throws -> PostAndJob {
-        var ids: [String] = []
+        var ids: [MediaID] = []
         for index in 0..<count {
-            let id = Identifier.generate()
+            let id = MediaID.generate()
             let item = Media(id: id, contentType: .png, size: 100, sha256: String(repeating: "a", count: 64), createdAt: .now())
             try await media.insert(item, stagingPath: "staging/\(id)-\(index).png")
             ids.append(id)
@@ -47,12 +47,12 @@ struct Harness {
     }
 
     /// The job once it is done, woken by the runner's events (no polling interval).
-    func waitUntilDone(_ jobID: String) async throws -> Job {
+    func waitUntilDone(_ jobID: JobID) async throws -> Job {
         while true {
-            let generation = events.generation
+            let generation = changes.generation
             let job = try #require(try await jobs.find(id: jobID))
             if job.done { return job }
-            await events.waitForChange(of: jobID, after: generation, timeout: .seconds(5))
+            await changes.waitForChange(of: jobID, after: generation, timeout: .seconds(5))
         }
     }
 
@@ -74,7 +74,7 @@ struct Harness {
         _ configuration: RunnerConfiguration,
         _ body: @Sendable (JobRunner) async throws -> T
     ) async throws -> T {
-        let runner = JobRunner(jobs: jobs, store: store, events: events, configuration: configuration, logger: logger)
+        let runner = JobRunner(jobs: jobs, store: store, changes: changes, configuration: configuration, logger: logger)
         let group = ServiceGroup(configuration: .init(services: [runner], logger: logger))
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -102,7 +102,6 @@ struct JobRunnerTests {
         let store = TestStore(default: .succeed(after: .milliseconds(20)))
         let created = try await harness.post(media: 6)
         let job = try await harness.withRunner(store, harness.configuration(concurrency: 3)) { runner in
-            runner.wake()
             return try await harness.waitUntilDone(created.job.id)
         }
         #expect(job.state == .succeeded)
@@ -122,11 +121,10 @@ struct JobRunnerTests {
         let store = TestStore(default: .hang)
         let created = try await harness.post(media: 7)
         try await harness.withRunner(store, harness.configuration(concurrency: 3)) { runner in
-            runner.wake()
             await store.waitUntilInFlight(3)
             // The hang never ends by itself: cancel to finish the test.
             _ = try await harness.jobs.requestCancel(id: created.job.id, now: .now())
-            await runner.cancel(jobID: created.job.id)
+            _ = try await harness.jobs.requestCancel(id: created.job.id, now: .now())
             _ = try await harness.waitUntilDone(created.job.id)
         }
         #expect(store.maxInFlight == 3)
@@ -141,7 +139,6 @@ struct JobRunnerTests {
         store.behave(.succeed(after: .zero), forMediaID: ids[0])
         store.behave(.failPermanently, forMediaID: ids[3])
         let job = try await harness.withRunner(store, harness.configuration(concurrency: 4)) { runner in
-            runner.wake()
             return try await harness.waitUntilDone(created.job.id)
         }
         #expect(job.state == .failed)
@@ -164,13 +161,12 @@ struct JobRunnerTests {
         let store = TestStore(default: .hang)
         let created = try await harness.post(media: 3)
         let job = try await harness.withRunner(store, harness.configuration(concurrency: 3)) { runner in
-            runner.wake()
             await store.waitUntilInFlight(3)
             guard case .requested = try await harness.jobs.requestCancel(id: created.job.id, now: .now()) else {
                 Issue.record("a running job's cancel is a request")
                 return try #require(try await harness.jobs.find(id: created.job.id))
             }
-            await runner.cancel(jobID: created.job.id)
+            _ = try await harness.jobs.requestCancel(id: created.job.id, now: .now())
             return try await harness.waitUntilDone(created.job.id)
         }
         #expect(job.state == .cancelled)
@@ -189,7 +185,6 @@ struct JobRunnerTests {
         let ids = created.post.media.map(\.id)
         store.behave(.failOnce(after: .zero), forMediaID: ids[1])
         let job = try await harness.withRunner(store, harness.configuration()) { runner in
-            runner.wake()
             return try await harness.waitUntilDone(created.job.id)
         }
         #expect(job.state == .succeeded)
@@ -204,7 +199,6 @@ struct JobRunnerTests {
         let store = TestStore(default: .failTransiently)
         let created = try await harness.post(media: 1)
         let job = try await harness.withRunner(store, harness.configuration(attempts: 3)) { runner in
-            runner.wake()
             return try await harness.waitUntilDone(created.job.id)
         }
         #expect(job.state == .failed)
@@ -221,7 +215,6 @@ struct JobRunnerTests {
         #expect(claimed?.jobID == created.job.id)
         let store = TestStore()
         let job = try await harness.withRunner(store, harness.configuration()) { runner in
-            runner.wake()
             return try await harness.waitUntilDone(created.job.id)
         }
         #expect(job.state == .succeeded)
@@ -229,7 +222,7 @@ struct JobRunnerTests {
         let post = try #require(try await harness.posts.find(id: created.post.id))
         #expect(post.state == .published)
         // Committed once: a second commit by the dead runner is refused.
-        let late = try await harness.jobs.commit(jobID: created.job.id, runner: "dead-runner", urls: [:], now: .now())
+        let late = try await harness.jobs.commit(jobID: created.job.id, runner: "dead-runner", objects: [:], now: .now())
         #expect(late == .lostLease)
     }
 
@@ -239,7 +232,6 @@ struct JobRunnerTests {
         let store = TestStore()
         let created = try await harness.post(media: 1)
         _ = try await harness.withRunner(store, harness.configuration()) { runner in
-            runner.wake()
             return try await harness.waitUntilDone(created.job.id)
         }
         let answer = try await harness.jobs.requestCancel(id: created.job.id, now: .now())
@@ -258,7 +250,6 @@ struct JobRunnerTests {
         let clock = ContinuousClock()
         let (job, elapsed) = try await harness.withRunner(store, harness.configuration(concurrency: 8)) { runner in
             let started = clock.now
-            runner.wake()
             let job = try await harness.waitUntilDone(created.job.id)
             return (job, clock.now - started)
         }
@@ -276,7 +267,6 @@ struct JobRunnerTests {
         var configuration = harness.configuration()
         configuration.shutdownGrace = .milliseconds(100)
         try await harness.withRunner(store, configuration) { runner in
-            runner.wake()
             await store.waitUntilInFlight(1)
         }
         let job = try #require(try await harness.jobs.find(id: created.job.id))
@@ -294,7 +284,6 @@ struct JobRunnerTests {
         let created = try await harness.withRunner(store, harness.configuration()) { runner in
             runner.stopClaiming()
             let created = try await harness.post(media: 1)
-            runner.wake()
             return created
         }
         let job = try #require(try await harness.jobs.find(id: created.job.id))

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import Publishing
 import Synchronization
 
@@ -29,16 +30,17 @@ final class TestStore: MediaStore {
         state.withLock { $0.defaultBehaviour = behaviour }
     }
 
-    func behave(_ behaviour: Behaviour, forMediaID mediaID: String) {
-        state.withLock { $0.behaviours[mediaID] = behaviour }
+    func behave(_ behaviour: Behaviour, forMediaID mediaID: MediaID) {
+        state.withLock { $0.behaviours[mediaID.rawValue] = behaviour }
     }
 
     var maxInFlight: Int { state.withLock { $0.maxInFlight } }
     var inFlight: Int { state.withLock { $0.inFlight } }
     var stored: Set<String> { state.withLock { $0.stored } }
     var deleted: [String] { state.withLock { $0.deleted } }
-    var sawCancellation: Set<String> { state.withLock { $0.sawCancellation } }
-    func calls(_ mediaID: String) -> Int { state.withLock { $0.calls[mediaID] ?? 0 } }
+    /// The media whose upload saw its cancellation.
+    var sawCancellation: Set<MediaID> { state.withLock { Set($0.sawCancellation.map(MediaID.init(rawValue:))) } }
+    func calls(_ mediaID: MediaID) -> Int { state.withLock { $0.calls[mediaID.rawValue] ?? 0 } }
 
     /// Returns once `count` uploads are in flight at the same time.
     func waitUntilInFlight(_ count: Int) async {

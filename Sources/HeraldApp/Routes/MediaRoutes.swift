@@ -26,13 +26,15 @@ struct MediaRoutes {
         }
         router.get("/v1/media/{id}") { request in
             let id = try request.parameters.require("id")
-            guard Identifier.isValid(id), let media = try await repository.find(id: id) else { throw HTTPError.unknown("media", id) }
+            guard let mediaID = MediaID(validating: id), let media = try await repository.find(id: mediaID) else {
+                throw HTTPError.unknown("media", id)
+            }
             return try .json(media, encoder: .api)
         }
         router.delete("/v1/media/{id}") { request in
             let id = try request.parameters.require("id")
-            guard Identifier.isValid(id) else { throw HTTPError.unknown("media", id) }
-            switch try await repository.deleteStaged(id: id) {
+            guard let mediaID = MediaID(validating: id) else { throw HTTPError.unknown("media", id) }
+            switch try await repository.deleteStaged(id: mediaID) {
             case .deleted(let stagingPath):
                 staging.remove(stagingPath)
                 return Response(status: .noContent)
@@ -46,7 +48,7 @@ struct MediaRoutes {
 
     private func upload(_ request: Request) async throws -> Response {
         let contentType = request.head.headerFields[.contentType] ?? ""
-        let id = Identifier.generate()
+        let id = MediaID.generate()
         let staged: StagingArea.Staged
         let type: MediaType
         var description = request.queryValue("description")
@@ -82,7 +84,7 @@ struct MediaRoutes {
     }
 
     /// A form with one `file` part (its own `Content-Type` names the media type) and an optional `description`.
-    private func uploadForm(_ request: Request, id: String, description: String?) async throws -> (MediaType, StagingArea.Staged, String?) {
+    private func uploadForm(_ request: Request, id: MediaID, description: String?) async throws -> (MediaType, StagingArea.Staged, String?) {
         let limits = MultipartLimits(maxParts: 2, maxFieldSize: Self.maxDescriptionLength * 4, maxFileSize: maxMediaBytes)
         let parts = PartCursor(try request.body.multipart(limits: limits))
         var file: (MediaType, StagingArea.Staged)?
@@ -112,22 +114,9 @@ struct MediaRoutes {
         return (file.0, file.1, description)
     }
 
-    private func stage<Chunks: AsyncSequence>(_ chunks: Chunks, id: String, type: MediaType) async throws -> StagingArea.Staged
+    private func stage<Chunks: AsyncSequence>(_ chunks: Chunks, id: MediaID, type: MediaType) async throws -> StagingArea.Staged
     where Chunks.Element == [UInt8] {
         try await staging.stage(request: chunks, mediaID: id, type: type, maxBytes: maxMediaBytes, whenEmpty: "the media body is empty")
-    }
-}
-
-extension HTTPError {
-    /// 404 for an id that names nothing (also for a malformed id).
-    static func unknown(_ kind: String, _ id: String) -> HTTPError {
-        HTTPError(.notFound, detail: "no \(kind) with id \(id)")
-    }
-
-    /// 415 naming the accepted types.
-    static func unsupportedType(_ type: String) -> HTTPError {
-        let accepted = MediaType.allCases.map(\.rawValue).joined(separator: ", ")
-        return HTTPError(.unsupportedMediaType, detail: "'\(type)' is not accepted; send one of: \(accepted)")
     }
 }
 

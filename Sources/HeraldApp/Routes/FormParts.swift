@@ -40,13 +40,13 @@ extension StagingArea {
     /// Stages bytes a client sent, answering the ways they can be wrong as problems (400, 413, 415).
     func stage<Chunks: AsyncSequence>(
         request chunks: Chunks,
-        mediaID: String,
+        mediaID: MediaID,
         type: MediaType,
         maxBytes: Int,
         whenEmpty: String
     ) async throws -> Staged where Chunks.Element == [UInt8] {
         do {
-            return try await stage(chunks, mediaID: mediaID, type: type, maxBytes: maxBytes)
+            return try await stage(chunks, mediaID: mediaID.rawValue, type: type, maxBytes: maxBytes)
         } catch let error as StagingError {
             switch error {
             case .empty: throw HTTPError(.badRequest, detail: whenEmpty)

@@ -1,0 +1,60 @@
+import HTTPTypes
+import HeraldCore
+import MicroHTTP
+
+/// `GET /v1/jobs`, `GET /v1/jobs/{id}` (with `?wait=N` long-polling), `POST /v1/jobs/{id}/cancel`, `DELETE /v1/jobs/{id}`:
+/// HTTP to ``JobService`` calls.
+struct JobRoutes {
+    let service: JobService
+
+    func register(in router: inout Router) {
+        router.get("/v1/jobs") { request in
+            try .json(try await service.list(try ListParameters(request, states: JobState.self)), encoder: .api)
+        }
+        // A plain status poll is answered on the HTTP thread; a long-poll (?wait=N, N > 0) waits in a task.
+        router.get(
+            "/v1/jobs/{id}",
+            immediate: { request in
+                guard try Self.wait(request.queryValue("wait")) == 0 else { return nil }
+                return Self.response(try service.current(try request.parameters.require("id")))
+            }
+        ) { request in
+            let wait = try Self.wait(request.queryValue("wait"))
+            return Self.response(try await service.job(try request.parameters.require("id"), waitingUpTo: .seconds(wait)))
+        }
+        router.post("/v1/jobs/{id}/cancel") { request in
+            try await cancel(try request.parameters.require("id"))
+        }
+        router.delete("/v1/jobs/{id}") { request in
+            try await cancel(try request.parameters.require("id"))
+        }
+    }
+
+    /// A job as `GET /v1/jobs/{id}` answers it: `Retry-After: 1` until it is done.
+    private static func response(_ job: Job) -> Response {
+        var fields: HTTPFields = [.contentType: "application/json"]
+        if !job.done { fields[.retryAfter] = "1" }
+        return Response(headerFields: fields, body: .bytes(job.json))
+    }
+
+    /// `?wait=`: absent is 0; else 0 to 30 in plain digits, or 400.
+    static func wait(_ raw: String?) throws -> Int {
+        guard let raw else { return 0 }
+        guard !raw.isEmpty, raw.utf8.count <= 2, raw.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+            let seconds = Int(raw), (0...JobService.maxWait).contains(seconds)
+        else {
+            throw HTTPError(.badRequest, detail: "wait must be an integer from 0 to \(JobService.maxWait) (seconds), got \"\(raw)\"")
+        }
+        return seconds
+    }
+
+    /// 202 with the job (cancelled, or asked to stop); 200 when it was cancelled already.
+    private func cancel(_ id: String) async throws -> Response {
+        switch try await service.cancel(id) {
+        case .accepted(let job):
+            return try .json(job, status: .accepted, headerFields: [.location: "/v1/jobs/\(job.id)"], encoder: .api)
+        case .alreadyCancelled(let job):
+            return try .json(job, encoder: .api)
+        }
+    }
+}

@@ -1,0 +1,34 @@
+import HTTPTypes
+import HeraldCore
+import MicroHTTP
+
+/// `?state=`, `?limit=` and `?cursor=` of a list, checked (400 for a bad value).
+struct ListParameters<State: RawRepresentable & CaseIterable & Sendable>: Sendable where State.RawValue == String {
+    var state: State?
+    var limit: Int
+    var cursor: Cursor?
+
+    init(_ request: Request, states: State.Type) throws {
+        if let raw = request.queryValue("state") {
+            guard let state = State(rawValue: raw) else {
+                let known = State.allCases.map(\.rawValue).joined(separator: ", ")
+                throw HTTPError(.badRequest, detail: "state must be one of \(known), got \"\(raw)\"")
+            }
+            self.state = state
+        }
+        let rawLimit = request.queryValue("limit")
+        guard let limit = ListQuery.limit(rawLimit) else {
+            throw HTTPError(
+                .badRequest,
+                detail: "limit must be an integer from 1 to \(ListQuery.maximumLimit), got \"\(rawLimit ?? "")\""
+            )
+        }
+        self.limit = limit
+        if let raw = request.queryValue("cursor") {
+            guard let cursor = Cursor(encoded: raw) else {
+                throw HTTPError(.badRequest, detail: "cursor is not a next_cursor this server handed out")
+            }
+            self.cursor = cursor
+        }
+    }
+}

@@ -1,0 +1,38 @@
+import HTTPTypes
+import HeraldCore
+import MicroHTTP
+
+extension ServiceError: HTTPErrorConvertible {
+    /// The one mapping from what a service refused to the API's problem documents.
+    var httpError: HTTPError {
+        switch self {
+        case .notFound(let kind, let id):
+            HTTPError.unknown(kind, id)
+        case .invalid(let issues):
+            HTTPError(
+                .unprocessableContent,
+                detail: issues.count == 1 ? "The post has 1 problem." : "The post has \(issues.count) problems.",
+                errors: issues.map { HTTPError.FieldError(pointer: $0.pointer, detail: $0.detail) }
+            )
+        case .conflict(let reason):
+            HTTPError(.conflict, detail: reason)
+        case .idempotencyKeyReused:
+            HTTPError(.unprocessableContent, detail: "this Idempotency-Key was already used with a different payload")
+        case .idempotencyKeyInProgress:
+            HTTPError(.conflict, detail: "a request with this Idempotency-Key is still being processed; retry later")
+        }
+    }
+}
+
+extension HTTPError {
+    /// 404 for an id that names nothing (also for a malformed id).
+    static func unknown(_ kind: String, _ id: String) -> HTTPError {
+        HTTPError(.notFound, detail: "no \(kind) with id \(id)")
+    }
+
+    /// 415 naming the accepted types.
+    static func unsupportedType(_ type: String) -> HTTPError {
+        let accepted = MediaType.allCases.map(\.rawValue).joined(separator: ", ")
+        return HTTPError(.unsupportedMediaType, detail: "'\(type)' is not accepted; send one of: \(accepted)")
+    }
+}

@@ -1,0 +1,69 @@
+import HeraldCore
+import HeraldStorage
+
+/// Reads, long-polls and cancels jobs: the rules between the job routes and storage.
+struct JobService: Sendable {
+    let jobs: JobRepository
+    /// Plain status polls, read on the caller's (HTTP) thread.
+    let status: JobStatusReader
+    let changes: JobChanges
+    let readiness: Readiness
+
+    /// The longest long-poll, in seconds.
+    static let maxWait = 30
+    /// A long-poll re-reads the job at least this often even without an event: that covers a change made by another
+    /// process sharing the database, and ends the poll soon after draining begins.
+    var recheckInterval: Duration = .seconds(1)
+
+    /// What a cancel did.
+    enum Cancellation: Equatable {
+        /// Cancelled at once (it was queued or scheduled), or asked to stop (it runs).
+        case accepted(Job)
+        /// It was cancelled already.
+        case alreadyCancelled(Job)
+    }
+
+    /// The job as stored now, read without a hop (a plain status poll).
+    func current(_ id: String) throws -> Job {
+        guard let jobID = JobID(validating: id), let job = try status.job(id: jobID) else { throw ServiceError.notFound(kind: "job", id: id) }
+        return job
+    }
+
+    /// The job, once it is done or `timeout` has passed (or the server drains, or the request is cancelled).
+    ///
+    /// Waits for the job's change events, re-reading it after each (or after ``recheckInterval`` at most): never a
+    /// busy loop, and a job that finishes answers at once. The event generation is taken before each read, so a
+    /// change landing between the read and the wait is not missed.
+    func job(_ id: String, waitingUpTo timeout: Duration) async throws -> Job {
+        guard let jobID = JobID(validating: id) else { throw ServiceError.notFound(kind: "job", id: id) }
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        var generation = changes.generation
+        guard var job = try await jobs.find(id: jobID) else { throw ServiceError.notFound(kind: "job", id: id) }
+        while !job.done, !readiness.isDraining, !Task.isCancelled {
+            let remaining = clock.now.duration(to: deadline)
+            guard remaining > .zero else { break }
+            await changes.waitForChange(of: jobID, after: generation, timeout: min(remaining, recheckInterval))
+            generation = changes.generation
+            guard let current = try await jobs.find(id: jobID) else { throw ServiceError.notFound(kind: "job", id: id) }
+            job = current
+        }
+        return job
+    }
+
+    /// One page of jobs, newest first.
+    func list(_ query: ListParameters<JobState>) async throws -> Page<Job> {
+        try await jobs.list(state: query.state, limit: query.limit, after: query.cursor)
+    }
+
+    /// Cancels a queued or scheduled job at once, or asks a running one to stop (its runner hears the change).
+    func cancel(_ id: String) async throws -> Cancellation {
+        guard let jobID = JobID(validating: id) else { throw ServiceError.notFound(kind: "job", id: id) }
+        switch try await jobs.requestCancel(id: jobID, now: .now()) {
+        case .cancelledNow(let job), .requested(let job): return .accepted(job)
+        case .alreadyCancelled(let job): return .alreadyCancelled(job)
+        case .finished(let job): throw ServiceError.conflict("job \(job.id) has already \(job.state.rawValue); it cannot be cancelled")
+        case .notFound: throw ServiceError.notFound(kind: "job", id: id)
+        }
+    }
+}

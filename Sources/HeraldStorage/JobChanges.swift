@@ -1,0 +1,121 @@
+public import HeraldCore
+import Synchronization
+
+/// One committed change to a job (its row or one of its uploads), as the writes announce it.
+public struct JobChange: Sendable, Equatable {
+    /// The job that changed.
+    public var jobID: JobID
+    /// The job's version after the change: it grows by at least one with every committed change.
+    public var version: Int
+    /// The job's state after the change.
+    public var state: JobState
+    /// Whether a client has asked to cancel it.
+    public var cancelRequested: Bool
+
+    /// Creates a change.
+    public init(jobID: JobID, version: Int, state: JobState, cancelRequested: Bool) {
+        self.jobID = jobID
+        self.version = version
+        self.state = state
+        self.cancelRequested = cancelRequested
+    }
+}
+
+/// The job changes this process commits, announced by the repositories once each transaction has committed.
+///
+/// Three ways to listen: ``observe(_:)`` calls a function for every change (the runner: wake up, stop a job);
+/// ``waitForChange(of:after:timeout:)`` waits for one job (long-polls), race-free with ``generation``;
+/// ``subscribe()`` streams every change (Server-Sent Events).
+public final class JobChanges: Sendable {
+    private struct State {
+        var generation: UInt64 = 0
+        /// The generation of each job's last change (pruned to the most recent ones).
+        var lastChange: [JobID: UInt64] = [:]
+        var waiters: [UInt64: (jobID: JobID, continuation: CheckedContinuation<Void, Never>)] = [:]
+        var nextToken: UInt64 = 0
+        var observers: [@Sendable (JobChange) -> Void] = []
+        var subscribers: [UInt64: AsyncStream<JobChange>.Continuation] = [:]
+    }
+    private let state = Mutex(State())
+    private static let remembered = 10_000
+
+    public init() {}
+
+    /// The current generation: take it before reading a job, then wait `after:` it.
+    public var generation: UInt64 { state.withLock { $0.generation } }
+
+    /// Calls `observer` with every change from now on, on the thread that committed it: it must be quick.
+    public func observe(_ observer: @escaping @Sendable (JobChange) -> Void) {
+        state.withLock { $0.observers.append(observer) }
+    }
+
+    /// Every change from now on, until the stream is dropped; a slow reader loses the oldest beyond `buffer`.
+    public func subscribe(buffer: Int = 1024) -> AsyncStream<JobChange> {
+        let (stream, continuation) = AsyncStream.makeStream(of: JobChange.self, bufferingPolicy: .bufferingNewest(buffer))
+        let token = state.withLock { state -> UInt64 in
+            state.nextToken += 1
+            state.subscribers[state.nextToken] = continuation
+            return state.nextToken
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: token) }
+        }
+        return stream
+    }
+
+    /// Announces committed changes: called by the repositories after their transaction, never inside it.
+    func publish(_ changes: [JobChange]) {
+        guard !changes.isEmpty else { return }
+        let (woken, observers, subscribers) = state.withLock { state in
+            var woken: [CheckedContinuation<Void, Never>] = []
+            for change in changes {
+                state.generation += 1
+                state.lastChange[change.jobID] = state.generation
+                for (token, waiter) in state.waiters where waiter.jobID == change.jobID {
+                    state.waiters[token] = nil
+                    woken.append(waiter.continuation)
+                }
+            }
+            if state.lastChange.count > 2 * Self.remembered {
+                let oldest = state.generation - UInt64(Self.remembered)
+                state.lastChange = state.lastChange.filter { $0.value > oldest }
+            }
+            return (woken, state.observers, Array(state.subscribers.values))
+        }
+        for continuation in woken { continuation.resume() }
+        for change in changes {
+            for observer in observers { observer(change) }
+            for subscriber in subscribers { subscriber.yield(change) }
+        }
+    }
+
+    /// Waits until `jobID` changes after `generation` (at once if it already has), or `timeout` passes.
+    public func waitForChange(of jobID: JobID, after generation: UInt64, timeout: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.change(of: jobID, after: generation) }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func change(of jobID: JobID, after generation: UInt64) async {
+        let token = state.withLock { state -> UInt64 in
+            state.nextToken += 1
+            return state.nextToken
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    if (state.lastChange[jobID] ?? 0) > generation || Task.isCancelled { return true }
+                    state.waiters[token] = (jobID, continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state in state.waiters.removeValue(forKey: token) }
+            waiter?.continuation.resume()
+        }
+    }
+}

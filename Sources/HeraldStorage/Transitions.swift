@@ -1,0 +1,229 @@
+import GRDB
+import HeraldCore
+
+/// The SQL of every step of the publish state machine (``Transition``), in one place.
+///
+/// Each function moves a job together with its post, the post's media and the job's uploads, binding the states
+/// the domain names rather than spelling them in SQL, and records the job in `changed` (its `version` grows), so
+/// that the change is announced once the caller's transaction commits. Callers check leases and outcomes first.
+enum Transitions {
+    // MARK: New jobs
+
+    /// A new post (queued, or scheduled while `scheduledAt > now`) with its first job; its media attached in order.
+    ///
+    /// The media must exist and be unattached (``PostRepository`` checks first): a medium that cannot be attached
+    /// throws, rolling back the transaction.
+    static func create(
+        _ db: Database, postID: PostID, jobID: JobID, request: PostRequest, now: Timestamp, changed: inout ChangedJobs
+    ) throws {
+        let isLater = request.scheduledAt.map { $0 > now } ?? false
+        let step: Transition = isLater ? .schedule : .enqueue
+        try db.run(
+            """
+            INSERT INTO posts (id, text, state, priority, scheduled_at, created_at, published_at, job_id)
+            VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+            """,
+            [postID, request.text, step.post.rawValue, request.priority.rawValue, request.scheduledAt?.rfc3339, now.rfc3339, jobID]
+        )
+        for (position, mediaID) in request.mediaIDs.enumerated() {
+            try db.run("UPDATE media SET post_id = ?, position = ? WHERE id = ? AND post_id IS NULL", [postID, position, mediaID])
+            guard db.changesCount == 1 else { throw UnreadableRow(table: "media", id: mediaID.rawValue, reason: "could not be attached") }
+        }
+        try insertJob(db, step, jobID: jobID, postID: postID, priority: request.priority, runAt: isLater ? request.scheduledAt! : now, now: now)
+        changed.insert(jobID)
+    }
+
+    /// A failed or cancelled post gets a new job that runs now, with fresh uploads; the post points at it.
+    static func republish(_ db: Database, postID: PostID, priority: Priority, jobID: JobID, now: Timestamp, changed: inout ChangedJobs) throws {
+        try insertJob(db, .enqueue, jobID: jobID, postID: postID, priority: priority, runAt: now, now: now)
+        try db.run("UPDATE posts SET state = ?, published_at = NULL, job_id = ? WHERE id = ?", [Transition.enqueue.post.rawValue, jobID, postID])
+        changed.insert(jobID)
+    }
+
+    // MARK: The runner's steps
+
+    /// Scheduled jobs whose `run_at <= now` become queued, with their posts. Returns how many.
+    static func promoteDue(_ db: Database, now: Timestamp, changed: inout ChangedJobs) throws -> Int {
+        let due = try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? AND run_at <= ? ORDER BY id"),
+            arguments: [JobState.scheduled.rawValue, now.rfc3339]
+        )
+        for row in due {
+            try move(db, .promote, jobID: row["id"], postID: row["post_id"], changed: &changed)
+        }
+        return due.count
+    }
+
+    /// The job runs, leased to `runner` until `leaseUntil`; its attempt counts up; `started_at` is set once.
+    static func claim(
+        _ db: Database, jobID: JobID, postID: PostID, runner: String, leaseUntil: Timestamp, now: Timestamp, changed: inout ChangedJobs
+    ) throws {
+        try move(
+            db, .claim, jobID: jobID, postID: postID,
+            set: "attempt = attempt + 1, locked_by = ?, locked_until = ?, started_at = coalesce(started_at, ?)",
+            [runner, leaseUntil.rfc3339, now.rfc3339], changed: &changed
+        )
+    }
+
+    /// The post is published: each medium gets its stored object's URL and key; the job succeeded.
+    ///
+    /// Throws, writing nothing, when `objects` lacks one of the job's media: a post is never half-published.
+    static func commit(
+        _ db: Database, jobID: JobID, postID: PostID, objects: [MediaID: StoredObject], now: Timestamp, changed: inout ChangedJobs
+    ) throws {
+        let mediaIDs = try MediaID.fetchAll(db.cachedStatement(sql: "SELECT media_id FROM uploads WHERE job_id = ?"), arguments: [jobID])
+        for mediaID in mediaIDs {
+            guard let stored = objects[mediaID] else {
+                throw UnreadableRow(table: "media", id: mediaID.rawValue, reason: "has no stored object: the post cannot be committed")
+            }
+            try db.run("UPDATE media SET url = ?, object_key = ? WHERE id = ?", [stored.url, stored.key, mediaID])
+        }
+        try move(
+            db, .commit, jobID: jobID, postID: postID, set: "finished_at = ?, \(Self.unlocked), \(Self.noError)", [now.rfc3339], publishedAt: now,
+            changed: &changed
+        )
+    }
+
+    /// The job failed with `error` (or was cancelled, with `error` saying so): finished, unlocked.
+    static func end(
+        _ db: Database, _ step: Transition, jobID: JobID, postID: PostID, error: Job.Failure, now: Timestamp, changed: inout ChangedJobs
+    ) throws {
+        precondition(step == .fail || step == .cancel, "a job ends with an error only by failing or being cancelled")
+        let cancelRequested = step == .cancel ? "cancel_requested = 1, " : ""
+        try move(
+            db, step, jobID: jobID, postID: postID,
+            set: "\(cancelRequested)finished_at = ?, \(Self.unlocked), error_code = ?, error_message = ?, error_media_id = ?",
+            [now.rfc3339, error.code.rawValue, error.message, error.mediaID], changed: &changed
+        )
+    }
+
+    /// A running job back in the queue, to run again from the start; `clearCancel` forgets a cancel request.
+    static func putBack(_ db: Database, jobID: JobID, postID: PostID, clearCancel: Bool, changed: inout ChangedJobs) throws {
+        let cancel = clearCancel ? ", cancel_requested = 0" : ""
+        try move(db, .putBack, jobID: jobID, postID: postID, set: "\(Self.unlocked)\(cancel)", [], changed: &changed)
+    }
+
+    // MARK: Changes within a state
+
+    /// A running job is asked to stop (its runner sees the change and cancels it).
+    static func requestCancel(_ db: Database, jobID: JobID, changed: inout ChangedJobs) throws {
+        try db.run("UPDATE jobs SET cancel_requested = 1, version = version + 1 WHERE id = ?", [jobID])
+        changed.insert(jobID)
+    }
+
+    /// One upload's progress; ignored (false) once the job is no longer running.
+    static func updateUpload(
+        _ db: Database, jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?, changed: inout ChangedJobs
+    ) throws -> Bool {
+        try db.run(
+            """
+            UPDATE uploads SET state = ?, attempts = ?, error = ?
+            WHERE job_id = ? AND media_id = ? AND EXISTS (SELECT 1 FROM jobs WHERE id = ? AND state = ?)
+            """,
+            [state.rawValue, attempts, error, jobID, mediaID, jobID, JobState.running.rawValue]
+        )
+        guard db.changesCount == 1 else { return false }
+        try db.run("UPDATE jobs SET version = version + 1 WHERE id = ?", [jobID])
+        changed.insert(jobID)
+        return true
+    }
+
+    // MARK: Implementation
+
+    private static let unlocked = "locked_by = NULL, locked_until = NULL"
+    private static let noError = "error_code = NULL, error_message = NULL, error_media_id = NULL"
+
+    /// Inserts a job in `step`'s state with one upload per attached medium of the post.
+    private static func insertJob(
+        _ db: Database, _ step: Transition, jobID: JobID, postID: PostID, priority: Priority, runAt: Timestamp, now: Timestamp
+    ) throws {
+        try db.run(
+            """
+            INSERT INTO jobs (id, post_id, state, priority, attempt, run_at, cancel_requested, created_at)
+            VALUES (?, ?, ?, ?, 0, ?, 0, ?)
+            """,
+            [jobID, postID, step.job.rawValue, priority.rank, runAt.rfc3339, now.rfc3339]
+        )
+        if let uploads = step.uploads {
+            try db.run(
+                "INSERT INTO uploads (job_id, media_id, state, attempts) SELECT ?, id, ?, 0 FROM media WHERE post_id = ?",
+                [jobID, uploads.to.rawValue, postID]
+            )
+        }
+    }
+
+    /// Moves the job from one of `step.jobFrom` to `step.job` (also setting `set`, bound to `arguments`), and its
+    /// post, media and uploads as `step` says. Throws when the job was not in a state the step starts from.
+    private static func move(
+        _ db: Database, _ step: Transition, jobID: JobID, postID: PostID, set: String = "", _ arguments: StatementArguments = [],
+        publishedAt: Timestamp? = nil, changed: inout ChangedJobs
+    ) throws {
+        let extra = set.isEmpty ? "" : ", " + set
+        try db.run(
+            "UPDATE jobs SET state = ?, version = version + 1\(extra) WHERE id = ? AND state IN (\(databaseQuestionMarks(count: step.jobFrom.count)))",
+            [step.job.rawValue] + arguments + [jobID] + StatementArguments(step.jobFrom.map(\.rawValue))
+        )
+        guard db.changesCount == 1 else { throw UnreadableRow(table: "jobs", id: jobID.rawValue, reason: "is not in a state \(step) starts from") }
+        // A post is published exactly when it has `published_at`: the commit stamps both at once.
+        precondition((step.post == .published) == (publishedAt != nil), "only a commit publishes, with its time")
+        try db.run("UPDATE posts SET state = ?, published_at = ? WHERE id = ?", [step.post.rawValue, publishedAt?.rfc3339, postID])
+        if let media = step.media {
+            // A staged medium has no URL: it is published only by a commit.
+            let url = media == .staged ? ", url = NULL" : ""
+            try db.run("UPDATE media SET state = ?\(url) WHERE post_id = ?", [media.rawValue, postID])
+        }
+        if let uploads = step.uploads {
+            // A fresh run, or a success, forgets the last attempt's error; a stop keeps it.
+            let error = uploads.to == .pending || uploads.to == .uploaded ? ", error = NULL" : ""
+            let only = uploads.from.isEmpty ? "" : " AND state IN (\(databaseQuestionMarks(count: uploads.from.count)))"
+            try db.run(
+                "UPDATE uploads SET state = ?\(error) WHERE job_id = ?\(only)",
+                [uploads.to.rawValue, jobID] + StatementArguments(uploads.from.map(\.rawValue))
+            )
+        }
+        changed.insert(jobID)
+    }
+}
+
+/// The jobs one write transaction changed: announced by ``Storage/write(_:)`` once it has committed.
+struct ChangedJobs {
+    private(set) var ids: [JobID] = []
+
+    mutating func insert(_ id: JobID) {
+        if !ids.contains(id) { ids.append(id) }
+    }
+
+    /// Each changed job's version and state as the transaction leaves them.
+    func read(_ db: Database) throws -> [JobChange] {
+        guard !ids.isEmpty else { return [] }
+        return try Row.fetchAll(
+            db,
+            sql: "SELECT id, version, state, cancel_requested FROM jobs WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+            arguments: StatementArguments(ids)
+        ).map { row in
+            guard let state = JobState(rawValue: row["state"]) else { throw UnreadableRow(table: "jobs", id: row["id"]) }
+            return JobChange(jobID: row["id"], version: row["version"], state: state, cancelRequested: (row["cancel_requested"] as Int) != 0)
+        }
+    }
+}
+
+extension Storage {
+    /// One write transaction; the jobs it changed are announced (``JobChanges``) once it has committed.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) async throws -> T {
+        let (value, changes) = try await pool.write { db in
+            var changed = ChangedJobs()
+            let value = try body(db, &changed)
+            return (value, try changed.read(db))
+        }
+        self.changes.publish(changes)
+        return value
+    }
+}
+
+extension ID: DatabaseValueConvertible, StatementBinding {
+    public var databaseValue: DatabaseValue { rawValue.databaseValue }
+
+    public static func fromDatabaseValue(_ dbValue: DatabaseValue) -> ID? {
+        String.fromDatabaseValue(dbValue).map(ID.init(rawValue:))
+    }
+}
