@@ -56,7 +56,7 @@ final class Daemon: Sendable {
         options.append(MHD_OptionItem(option: MHD_OPTION.END, value: 0, ptr_value: nil))
         let context = Unmanaged.passUnretained(daemon).toOpaque()
         let handle = address.withSockaddr { sockaddr in
-            herald_start_daemon(flags, sockaddr, Daemon.access, Daemon.completed, Daemon.log, context, &options)
+            herald_start_daemon(flags, sockaddr, Daemon.access, Daemon.completed, Daemon.inspectTarget, Daemon.log, context, &options)
         }
         guard let handle else { throw ServerError.daemonStartFailed("\(configuration.host):\(configuration.port)") }
         daemon.handle = handle
@@ -164,7 +164,7 @@ final class Daemon: Sendable {
 
     /// Reads the head, applies the protections, routes, and starts the exchange, or answers at once.
     private func begin(
-        connection pointer: OpaquePointer, url: String, method rawMethod: String, version: String,
+        connection pointer: OpaquePointer, url: String, method rawMethod: String, version: String, target: TargetProblem?,
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         // The request's duration, in the log and the metrics, counts from here: the handler's work included.
@@ -186,6 +186,7 @@ final class Daemon: Sendable {
         }
 
         guard let method else { return reject(HTTPError(.badRequest, detail: "malformed method"), "-", true) }
+        if let target { return reject(HTTPError(.badRequest, detail: target.detail), "-", true) }
         if let problem = head.problem { return reject(HTTPError(.badRequest, detail: problem), "-", true) }
         let transferEncodings = head.transferEncodings
         let contentLengths = head.contentLengths
@@ -384,12 +385,16 @@ final class Daemon: Sendable {
     private static let access: MHD_AccessHandlerCallback = { context, connection, url, method, version, data, size, slot in
         guard let context, let connection, let slot, let size else { return .NO }
         let daemon = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue()
-        guard let held = slot.pointee else {
+        // The first call finds the slot empty, or holding what `inspectTarget` found wrong with the path.
+        let target = slot.pointee.flatMap(TargetProblem.init(marker:))
+        guard let held = slot.pointee, target == nil else {
+            slot.pointee = nil
             return daemon.begin(
                 connection: connection,
                 url: url.map { String(cString: $0) } ?? "/",
                 method: method.map { String(cString: $0) } ?? "",
                 version: version.map { String(cString: $0) } ?? "",
+                target: target,
                 slot: slot
             )
         }
@@ -409,8 +414,16 @@ final class Daemon: Sendable {
     private static let completed: MHD_RequestCompletedCallback = { context, _, slot, termination in
         guard context != nil, let slot, let held = slot.pointee else { return }
         slot.pointee = nil
+        // A request that ended before its first access call may hold `inspectTarget`'s marker: nothing to release.
+        guard TargetProblem(marker: held) == nil else { return }
         // A held answer the connection closed before sending is just released.
         (Unmanaged<AnyObject>.fromOpaque(held).takeRetainedValue() as? Exchange)?.connectionClosed(termination)
+    }
+
+    /// Checks the raw request target before libmicrohttpd decodes it (see ``TargetProblem``).
+    private static let inspectTarget: herald_uri_callback = { _, uri, _ in
+        guard let uri else { return nil }
+        return TargetProblem.find(in: uri)?.marker
     }
 
     private static let log: MHD_LogCallback = { context, format, arguments in

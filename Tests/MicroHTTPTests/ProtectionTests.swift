@@ -54,4 +54,42 @@ struct ProtectionTests {
             #expect(!answer.contains("early"))
         }
     }
+
+    static func jobsRouter() -> Router {
+        var router = Router()
+        router.get("/v1/jobs") { request in .text("list q=\(request.queryValue("q") ?? "-")") }
+        router.get("/v1/jobs/{id}") { request in .text("job [\(try request.parameters.require("id"))]") }
+        router.get("/a/b") { _ in .text("a/b") }
+        router.get("/b") { _ in .text("b") }
+        return router
+    }
+
+    @Test(arguments: [
+        "/v1/jobs/%00abc", "/v1/jobs/a%2Fb", "/v1/jobs/a%2fb", "/v1/jobs/%C0%AF", "/v1/jobs/%E0%80%AF", "/v1/jobs/%ED%A0%80",
+        "/v1/jobs/%FF", "/v1/jobs/%C3", "/v1/jobs/%01", "/v1/jobs/%7F", "/v1/jobs/%zz", "/v1/jobs/%4", "/a/../b", "/a/./b",
+        "/a/%2e%2e/b", "/a/.%2E/b", "/v1/jobs/..", "/v1/jobs/%2e",
+    ])
+    func pathsNoIDCanHoldAre400Problems(_ path: String) async throws {
+        try await withLiveServer(Self.jobsRouter()) { port, _ in
+            let answer = try await rawExchange(port: port, "GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            #expect(answer.hasPrefix("HTTP/1.1 400"), "\(path): \(answer)")
+            #expect(answer.lowercased().contains("content-type: application/problem+json"), "\(answer)")
+            #expect(answer.contains(#""status":400"#), "\(answer)")
+        }
+    }
+
+    @Test func percentEncodedPathsAndQueriesStillWork() async throws {
+        try await withLiveServer(Self.jobsRouter()) { port, _ in
+            let get = { (target: String) in "GET \(target) HTTP/1.1\r\nHost: localhost\r\n\r\n" }
+            let answer = try await rawExchange(
+                port: port,
+                get("/v1/jobs/hello%20w%C3%B6rld") + get("/v1/jobs?q=a%20b") + get("/v1/jobs/a.b..c")
+                    + "GET /v1/jobs/%2E.x HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            #expect(answer.components(separatedBy: "HTTP/1.1 200 OK").count - 1 == 4, "\(answer)")
+            #expect(answer.contains("job [hello wörld]"), "\(answer)")
+            #expect(answer.contains("list q=a b"), "\(answer)")
+            #expect(answer.contains("job [a.b..c]"), "\(answer)")
+            #expect(answer.hasSuffix("job [..x]"), "\(answer)")
+        }
+    }
 }
