@@ -185,6 +185,10 @@ final class Daemon: Sendable {
                 logger: logger)
         }
 
+        // Checked first: heads past the budget are refused before their fields are looked at.
+        if head.size + url.utf8.count > configuration.maxHeaderSize {
+            return reject(HTTPError.headerTooLarge(limit: configuration.maxHeaderSize), "-", true)
+        }
         guard let method else { return reject(HTTPError(.badRequest, detail: "malformed method"), "-", true) }
         if let target { return reject(HTTPError(.badRequest, detail: target.detail), "-", true) }
         if let problem = head.problem { return reject(HTTPError(.badRequest, detail: problem), "-", true) }
@@ -346,6 +350,8 @@ final class Daemon: Sendable {
         var fields = HTTPFields()
         var query: [(name: String, value: String?)] = []
         var problem: String?
+        /// Bytes of header names and values and of query arguments, for the header budget.
+        var size = 0
         // The fields the protections and routing need, noted as they pass (saves lookups in `fields`).
         var hosts: [String] = []
         var contentLengths: [String] = []
@@ -356,6 +362,7 @@ final class Daemon: Sendable {
 
     private static let collectHeader: MHD_KeyValueIteratorN = { context, _, key, keySize, value, valueSize in
         let head = context!.assumingMemoryBound(to: Head.self)
+        head.pointee.size += keySize + valueSize
         let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self)
         let text = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) } ?? ""
         guard let fieldName = HTTPField.Name(name) else {
@@ -376,6 +383,7 @@ final class Daemon: Sendable {
 
     private static let collectArgument: MHD_KeyValueIteratorN = { context, _, key, keySize, value, valueSize in
         let head = context!.assumingMemoryBound(to: Head.self)
+        head.pointee.size += keySize + valueSize
         let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self)
         let text = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) }
         head.pointee.query.append((name, text))

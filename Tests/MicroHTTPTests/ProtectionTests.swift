@@ -92,4 +92,32 @@ struct ProtectionTests {
             #expect(answer.hasSuffix("job [..x]"), "\(answer)")
         }
     }
+
+    @Test func headersOverTheBudgetAre431Problems() async throws {
+        var router = Router()
+        router.get("/hello") { _ in .text("hello") }
+        try await withLiveServer(router) { port, _ in
+            // 20 KiB of header fields: over the 16 KiB budget, well within libmicrohttpd's pool.
+            let fill = (0..<20).map { "X-Fill-\($0): \(String(repeating: "f", count: 1000))\r\n" }.joined()
+            let answer = try await rawExchange(port: port, "GET /hello HTTP/1.1\r\nHost: localhost\r\n\(fill)\r\n")
+            #expect(answer.hasPrefix("HTTP/1.1 431"), "\(answer)")
+            #expect(answer.lowercased().contains("content-type: application/problem+json"), "\(answer)")
+            #expect(answer.lowercased().contains("connection: close"), "\(answer)")
+            #expect(answer.contains(#""status":431"#), "\(answer)")
+
+            // One field of 20 KiB, and a long URL, count the same.
+            let oneField = try await rawExchange(
+                port: port, "GET /hello HTTP/1.1\r\nHost: localhost\r\nX-Big: \(String(repeating: "b", count: 20 << 10))\r\n\r\n")
+            #expect(oneField.hasPrefix("HTTP/1.1 431"), "\(oneField)")
+            let longURL = try await rawExchange(
+                port: port, "GET /hello?pad=\(String(repeating: "p", count: 20 << 10)) HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            #expect(longURL.hasPrefix("HTTP/1.1 431"), "\(longURL)")
+
+            // 10 KiB is within the budget.
+            let someFill = (0..<10).map { "X-Fill-\($0): \(String(repeating: "f", count: 1000))\r\n" }.joined()
+            let fits = try await rawExchange(port: port, "GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\(someFill)\r\n")
+            #expect(fits.hasPrefix("HTTP/1.1 200"), "\(fits)")
+            #expect(fits.hasSuffix("hello"))
+        }
+    }
 }
