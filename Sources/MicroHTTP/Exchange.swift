@@ -55,6 +55,8 @@ final class Exchange: BodySource, Sendable {
     private let server: Daemon
     private let parser: MultipartParser?
     private let state = Mutex(State())
+    /// An iterator was made for the body: its only consumer.
+    private let claimed = Atomic(false)
 
     init(
         server: Daemon,
@@ -223,6 +225,11 @@ final class Exchange: BodySource, Sendable {
         state.withLock { $0.task }?.cancel()
     }
 
+    func claim() {
+        let first = claimed.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
+        precondition(first, "a request body from the connection has one consumer: it was already being read")
+    }
+
     func nextChunk() async throws -> [UInt8]? {
         let lowWater = server.configuration.bodyBufferSize / 2
         if case .ready(let chunk) = try state.withLock({ try Self.take(&$0, connection: connection, lowWater: lowWater) }) {
@@ -239,6 +246,8 @@ final class Exchange: BodySource, Sendable {
                         return .failure(error)
                     }
                     if Task.isCancelled { return .failure(CancellationError()) }
+                    // A second waiter would overwrite the first, whose task would then never resume.
+                    precondition(state.waiter == nil, "a request body from the connection has one consumer: two tasks read it")
                     state.waiter = continuation
                     return nil
                 }

@@ -6,6 +6,47 @@ import Testing
 
 @Suite("Streamed bodies on 127.0.0.1", .serialized, .timeLimit(.minutes(2)))
 struct StreamingTests {
+    @Test func aRequestBodyMayBeReadByAnotherTask() async throws {
+        var router = Router()
+        router.post("/count") { request in
+            // `RequestBody` is `Sendable`: one consumer, in whichever task, is the supported use.
+            let body = request.body
+            let count = try await Task.detached { try await body.collect(upTo: 1 << 20).count }.value
+            return .text("\(count)")
+        }
+        try await withLiveServer(router) { port, _ in
+            let answer = try await rawExchange(
+                port: port,
+                "POST /count HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+            )
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
+            #expect(answer.hasSuffix("11"))
+        }
+        // A body of fixed bytes holds no connection: it may be read again.
+        let bytes = RequestBody(bytes: [1, 2, 3])
+        #expect(try await bytes.collect(upTo: 10) == [1, 2, 3])
+        #expect(try await bytes.collect(upTo: 10) == [1, 2, 3])
+    }
+
+    /// A second iterator on a streamed body is a programming error that traps (a precondition failure cannot be
+    /// caught in-process: this runs in a child process, as an exit test, and expects it to die).
+    @Test func aSecondIteratorOnAStreamedBodyTraps() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            var router = Router()
+            router.post("/twice") { request in
+                _ = request.body.makeAsyncIterator()
+                _ = request.body.makeAsyncIterator()
+                return .text("read twice")
+            }
+            try await withLiveServer(router) { port, _ in
+                _ = try await rawExchange(
+                    port: port, "POST /twice HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+            }
+        }
+        let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(message.contains("a request body from the connection has one consumer"), "\(message)")
+    }
+
     @Test func aStreamedResponseWaitsForASlowClientAndKeepsItsOrder() async throws {
         let chunkSize = 256 << 10
         let chunks = 64  // 16 MiB
