@@ -25,9 +25,15 @@ final class Daemon: Sendable {
     private let draining = Atomic(false)
     /// Metric handles by method, route and status: made once, not per request.
     private let meters = Mutex([MeterKey: Meters]())
-    /// The `MHD_Daemon`, set once started. `nonisolated(unsafe)`: written before any callback can run, then only read.
-    nonisolated(unsafe) private var handle: OpaquePointer?
-    nonisolated(unsafe) private(set) var port = 0
+    /// The `MHD_Daemon`'s address, 0 until started and again once `shutdown` took it (so only one shutdown stops it).
+    ///
+    /// Set after `MHD_start_daemon` returns, so it cannot be a `let`; an atomic of the bits, as `OpaquePointer`
+    /// is not `Sendable`. The C callbacks never read it.
+    private let handle = Atomic<UInt>(0)
+    private let boundPort = Atomic(0)
+
+    /// The port the daemon is bound to, once started.
+    var port: Int { boundPort.load(ordering: .acquiring) }
 
     private init(router: Router, configuration: ServerConfiguration, logger: Logger) {
         self.router = router
@@ -59,8 +65,8 @@ final class Daemon: Sendable {
             herald_start_daemon(flags, sockaddr, Daemon.access, Daemon.completed, Daemon.inspectTarget, Daemon.log, context, &options)
         }
         guard let handle else { throw ServerError.daemonStartFailed("\(configuration.host):\(configuration.port)") }
-        daemon.handle = handle
-        daemon.port = Int(herald_daemon_port(handle))
+        daemon.boundPort.store(Int(herald_daemon_port(handle)), ordering: .releasing)
+        daemon.handle.store(UInt(bitPattern: handle), ordering: .releasing)
         return daemon
     }
 
@@ -69,7 +75,7 @@ final class Daemon: Sendable {
 
     /// Stops accepting, lets requests in flight finish (cancelling their handlers if `cancel` turns true), stops.
     func shutdown() async {
-        guard let handle else { return }
+        guard let handle = OpaquePointer(bitPattern: handle.exchange(0, ordering: .acquiringAndReleasing)) else { return }
         let listener = MHD_quiesce_daemon(handle)
         if listener >= 0 { close(listener) }
         draining.store(true, ordering: .relaxed)
@@ -87,7 +93,6 @@ final class Daemon: Sendable {
         }
         // No connection is suspended now (only exchanges suspend, and all have completed): stopping is safe.
         MHD_stop_daemon(handle)
-        self.handle = nil
     }
 
     /// An exchange's connection is done with: log it, count it, and let a waiting shutdown go on.
