@@ -28,8 +28,6 @@ public struct ServerConfiguration: Sendable {
     /// The default, 32 KiB, is twice the default budget: heads up to about 30 KiB still reach the 431, and only
     /// larger ones see libmicrohttpd's page. It was 32 KiB before the budget existed; it need not grow.
     public var connectionMemoryLimit: Int
-    /// The name this server gives itself in logs.
-    public var serverName: String
 
     public init(
         host: String = "127.0.0.1",
@@ -41,8 +39,7 @@ public struct ServerConfiguration: Sendable {
         maxBodySize: Int = 1 << 20,
         bodyBufferSize: Int = 256 << 10,
         maxHeaderSize: Int = 16 << 10,
-        connectionMemoryLimit: Int = 32 << 10,
-        serverName: String = "MicroHTTP"
+        connectionMemoryLimit: Int = 32 << 10
     ) {
         self.host = host
         self.port = port
@@ -54,6 +51,5 @@ public struct ServerConfiguration: Sendable {
         self.bodyBufferSize = bodyBufferSize
         self.maxHeaderSize = maxHeaderSize
         self.connectionMemoryLimit = connectionMemoryLimit
-        self.serverName = serverName
     }
 }

@@ -111,6 +111,7 @@ final class Daemon: Sendable {
             bytes: bytes,
             started: exchange.started,
             requestID: exchange.request.id,
+            client: exchange.request.remoteAddress,
             logger: logger,
             termination: termination
         )
@@ -126,6 +127,7 @@ final class Daemon: Sendable {
         bytes: Int?,
         started: ContinuousClock.Instant,
         requestID: String,
+        client: String?,
         logger: Logger,
         termination: MHD_RequestTerminationCode
     ) {
@@ -151,6 +153,7 @@ final class Daemon: Sendable {
         ]
         if termination != .REQUEST_TERMINATED_COMPLETED_OK { metadata["termination"] = "\(termination.rawValue)" }
         metadata["request_id"] = "\(requestID)"
+        metadata["client"] = "\(client ?? "-")"
         logger.info("request", metadata: metadata)
     }
 
@@ -174,6 +177,9 @@ final class Daemon: Sendable {
     ) -> MHD_Result {
         // The request's duration, in the log and the metrics, counts from here: the handler's work included.
         let started = ContinuousClock.now
+        // Formatted once, here: the access log and `Request.remoteAddress` (for auth) both need it. An IPv4
+        // address fits a small string, so it costs no allocation.
+        let client = herald_client_address(pointer).flatMap(SocketAddress.describe)
         var head = Head()
         withUnsafeMutablePointer(to: &head) { headPointer in
             _ = MHD_get_connection_values_n(pointer, .HEADER_KIND, Daemon.collectHeader, headPointer)
@@ -186,8 +192,8 @@ final class Daemon: Sendable {
         let logger = self.logger
         let reject = { (error: HTTPError, route: String, close: Bool) -> MHD_Result in
             self.answerAtOnce(
-                error, connection: connection, close: close, request: httpRequest, route: route, requestID: requestID, started: started,
-                logger: logger)
+                error, connection: connection, close: close, request: httpRequest, route: route, requestID: requestID, client: client,
+                started: started, logger: logger)
         }
 
         // Checked first: heads past the budget are refused before their fields are looked at.
@@ -240,7 +246,7 @@ final class Daemon: Sendable {
             id: requestID,
             parameters: parameters,
             query: head.query,
-            peer: PeerAddress(herald_client_address(pointer)),
+            remoteAddress: client,
             logger: logger
         )
         if !hasBody, let response = Router.runImmediately(route, request) {
@@ -274,12 +280,13 @@ final class Daemon: Sendable {
         request: HTTPRequest,
         route: String,
         requestID: String,
+        client: String?,
         started: ContinuousClock.Instant,
         logger: Logger
     ) -> MHD_Result {
         queueAtOnce(
             error.response, connection: connection, close: close, method: request.method, path: Substring(request.path ?? "/"),
-            route: route, requestID: requestID, started: started, logger: logger)
+            route: route, requestID: requestID, client: client, started: started, logger: logger)
     }
 
     /// Queues what an immediate handler answered, from libmicrohttpd's thread: no exchange, no task.
@@ -293,7 +300,7 @@ final class Daemon: Sendable {
         return queueAtOnce(
             // The daemon's logger: `record` adds the request id itself, and `request.logger` would build a logger per request.
             response, connection: connection, close: false, method: request.head.method, path: request.path, route: answer.route,
-            requestID: request.id, started: answer.started, logger: logger)
+            requestID: request.id, client: request.remoteAddress, started: answer.started, logger: logger)
     }
 
     /// Queues a buffered response from libmicrohttpd's thread, with no exchange, and records it.
@@ -305,6 +312,7 @@ final class Daemon: Sendable {
         path: Substring,
         route: String,
         requestID: String,
+        client: String?,
         started: ContinuousClock.Instant,
         logger: Logger
     ) -> MHD_Result {
@@ -322,6 +330,7 @@ final class Daemon: Sendable {
             bytes: prepared.bodySize,
             started: started,
             requestID: requestID,
+            client: client,
             logger: logger,
             termination: .REQUEST_TERMINATED_COMPLETED_OK
         )

@@ -120,4 +120,23 @@ struct ProtectionTests {
             #expect(fits.hasSuffix("hello"))
         }
     }
+
+    @Test func theAccessLogNamesTheClient() async throws {
+        var router = Router()
+        router.get("/now", immediate: { _ in .text("now") }) { _ in .text("later") }
+        router.get("/later") { request in .text("from \(request.remoteAddress ?? "?")") }
+        let logs = CapturedLogs()
+        try await withLiveServer(router, logs: logs) { port, _ in
+            let get = { (path: String) in "GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n" }
+            let answer = try await rawExchange(
+                port: port, get("/now") + get("/missing") + "GET /later HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            #expect(answer.hasSuffix("from 127.0.0.1"), "\(answer)")
+        }
+        // The server has shut down gracefully: every request's line is written.
+        let lines = logs.records.filter { $0.message == "request" }
+        #expect(lines.count == 3)
+        for line in lines {
+            #expect(line.metadata["client"]?.description == "127.0.0.1", "\(line.metadata)")
+        }
+    }
 }

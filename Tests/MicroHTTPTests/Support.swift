@@ -8,16 +8,19 @@ import Synchronization
 import Testing
 
 /// Runs `router` on 127.0.0.1 with a free port under a `ServiceGroup` while `body` runs, then shuts down gracefully.
+///
+/// `logs`, when given, receives the server's log records at info level and above (the access log included).
 func withLiveServer<T: Sendable>(
     _ router: Router,
     configuration: ServerConfiguration = ServerConfiguration(),
+    logs: CapturedLogs? = nil,
     _ body: @Sendable (_ port: Int, _ group: ServiceGroup) async throws -> T
 ) async throws -> T {
     var configuration = configuration
     configuration.host = "127.0.0.1"
     configuration.port = 0
-    var logger = Logger(label: "MicroHTTPTests")
-    logger.logLevel = .warning
+    var logger = logs.map { logs in Logger(label: "MicroHTTPTests") { _ in logs } } ?? Logger(label: "MicroHTTPTests")
+    logger.logLevel = logs == nil ? .warning : .info
     let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
     let server = Server(router: router, configuration: configuration, logger: logger) { port in
         portContinuation.yield(port)
@@ -210,5 +213,37 @@ enum PeakMemory {
 extension HTTPClientResponse {
     func text(limit: Int = 1 << 20) async throws -> String {
         String(buffer: try await body.collect(upTo: limit))
+    }
+}
+
+/// A log handler that keeps every record, for tests that read the access log.
+final class CapturedLogs: LogHandler, Sendable {
+    struct Record: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: Logger.Metadata
+    }
+
+    private let store = Mutex<[Record]>([])
+
+    var records: [Record] { store.withLock { $0 } }
+
+    var logLevel: Logger.Level {
+        get { .trace }
+        set {}  // the logger's level is set on the `Logger`; this handler keeps whatever reaches it
+    }
+
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+
+    func log(event: LogEvent) {
+        store.withLock { $0.append(Record(level: event.level, message: "\(event.message)", metadata: event.metadata ?? [:])) }
     }
 }
