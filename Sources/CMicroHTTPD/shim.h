@@ -7,6 +7,10 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 
+/// `MHD_OPTION_URI_LOG_CALLBACK`'s callback: sees the raw request target before libmicrohttpd decodes it;
+/// what it returns is the request's `req_cls` at the first access-handler call.
+typedef void *(*herald_uri_callback)(void *cls, const char *uri, struct MHD_Connection *connection);
+
 /// Wraps the variadic `MHD_start_daemon`: the address and callbacks are fixed arguments,
 /// every other option comes as an `MHD_OPTION_END`-terminated `MHD_OptionItem` array.
 static inline struct MHD_Daemon *herald_start_daemon(
@@ -14,6 +18,7 @@ static inline struct MHD_Daemon *herald_start_daemon(
     const struct sockaddr *address,
     MHD_AccessHandlerCallback handler,
     MHD_RequestCompletedCallback completed,
+    herald_uri_callback target,
     MHD_LogCallback logger,
     void *context,
     const struct MHD_OptionItem *options)
@@ -23,6 +28,7 @@ static inline struct MHD_Daemon *herald_start_daemon(
                             MHD_OPTION_EXTERNAL_LOGGER, logger, context,
                             MHD_OPTION_SOCK_ADDR, address,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, context,
+                            MHD_OPTION_URI_LOG_CALLBACK, target, context,
                             MHD_OPTION_ARRAY, options,
                             MHD_OPTION_END);
 }

@@ -82,8 +82,7 @@ public struct Application: Sendable {
                 threads: configuration.httpThreads,
                 connectionLimit: configuration.maxConnections,
                 perIPConnectionLimit: configuration.maxConnectionsPerIP,
-                connectionTimeout: configuration.connectionTimeout,
-                serverName: "herald"
+                connectionTimeout: configuration.connectionTimeout
             ),
             logger: logger,
             onListening: onListening

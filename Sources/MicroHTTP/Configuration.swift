@@ -18,12 +18,16 @@ public struct ServerConfiguration: Sendable {
     public var maxBodySize: Int
     /// Body bytes buffered for a slow handler before the connection stops reading (backpressure).
     public var bodyBufferSize: Int
+    /// Bytes of header names and values, plus the URL, one request may carry; more is refused with a 431 problem.
+    public var maxHeaderSize: Int
     /// Memory libmicrohttpd may use per connection for headers and its read buffer.
     ///
     /// libmicrohttpd zeroes this pool between requests on a keep-alive connection: bigger costs every request.
+    /// A request whose head does not fit gets libmicrohttpd's own HTML page, not a problem document, so the pool
+    /// must hold a head well past ``maxHeaderSize`` (for the 431 to be ours) with room left for the answer's head.
+    /// The default, 32 KiB, is twice the default budget: heads up to about 30 KiB still reach the 431, and only
+    /// larger ones see libmicrohttpd's page. It was 32 KiB before the budget existed; it need not grow.
     public var connectionMemoryLimit: Int
-    /// The name this server gives itself in logs.
-    public var serverName: String
 
     public init(
         host: String = "127.0.0.1",
@@ -34,8 +38,8 @@ public struct ServerConfiguration: Sendable {
         connectionTimeout: Int = 30,
         maxBodySize: Int = 1 << 20,
         bodyBufferSize: Int = 256 << 10,
-        connectionMemoryLimit: Int = 32 << 10,
-        serverName: String = "MicroHTTP"
+        maxHeaderSize: Int = 16 << 10,
+        connectionMemoryLimit: Int = 32 << 10
     ) {
         self.host = host
         self.port = port
@@ -45,7 +49,7 @@ public struct ServerConfiguration: Sendable {
         self.connectionTimeout = connectionTimeout
         self.maxBodySize = maxBodySize
         self.bodyBufferSize = bodyBufferSize
+        self.maxHeaderSize = maxHeaderSize
         self.connectionMemoryLimit = connectionMemoryLimit
-        self.serverName = serverName
     }
 }

@@ -25,9 +25,15 @@ final class Daemon: Sendable {
     private let draining = Atomic(false)
     /// Metric handles by method, route and status: made once, not per request.
     private let meters = Mutex([MeterKey: Meters]())
-    /// The `MHD_Daemon`, set once started. `nonisolated(unsafe)`: written before any callback can run, then only read.
-    nonisolated(unsafe) private var handle: OpaquePointer?
-    nonisolated(unsafe) private(set) var port = 0
+    /// The `MHD_Daemon`'s address, 0 until started and again once `shutdown` took it (so only one shutdown stops it).
+    ///
+    /// Set after `MHD_start_daemon` returns, so it cannot be a `let`; an atomic of the bits, as `OpaquePointer`
+    /// is not `Sendable`. The C callbacks never read it.
+    private let handle = Atomic<UInt>(0)
+    private let boundPort = Atomic(0)
+
+    /// The port the daemon is bound to, once started.
+    var port: Int { boundPort.load(ordering: .acquiring) }
 
     private init(router: Router, configuration: ServerConfiguration, logger: Logger) {
         self.router = router
@@ -56,11 +62,11 @@ final class Daemon: Sendable {
         options.append(MHD_OptionItem(option: MHD_OPTION.END, value: 0, ptr_value: nil))
         let context = Unmanaged.passUnretained(daemon).toOpaque()
         let handle = address.withSockaddr { sockaddr in
-            herald_start_daemon(flags, sockaddr, Daemon.access, Daemon.completed, Daemon.log, context, &options)
+            herald_start_daemon(flags, sockaddr, Daemon.access, Daemon.completed, Daemon.inspectTarget, Daemon.log, context, &options)
         }
         guard let handle else { throw ServerError.daemonStartFailed("\(configuration.host):\(configuration.port)") }
-        daemon.handle = handle
-        daemon.port = Int(herald_daemon_port(handle))
+        daemon.boundPort.store(Int(herald_daemon_port(handle)), ordering: .releasing)
+        daemon.handle.store(UInt(bitPattern: handle), ordering: .releasing)
         return daemon
     }
 
@@ -69,7 +75,7 @@ final class Daemon: Sendable {
 
     /// Stops accepting, lets requests in flight finish (cancelling their handlers if `cancel` turns true), stops.
     func shutdown() async {
-        guard let handle else { return }
+        guard let handle = OpaquePointer(bitPattern: handle.exchange(0, ordering: .acquiringAndReleasing)) else { return }
         let listener = MHD_quiesce_daemon(handle)
         if listener >= 0 { close(listener) }
         draining.store(true, ordering: .relaxed)
@@ -87,7 +93,6 @@ final class Daemon: Sendable {
         }
         // No connection is suspended now (only exchanges suspend, and all have completed): stopping is safe.
         MHD_stop_daemon(handle)
-        self.handle = nil
     }
 
     /// An exchange's connection is done with: log it, count it, and let a waiting shutdown go on.
@@ -106,6 +111,7 @@ final class Daemon: Sendable {
             bytes: bytes,
             started: exchange.started,
             requestID: exchange.request.id,
+            client: exchange.request.remoteAddress,
             logger: logger,
             termination: termination
         )
@@ -121,6 +127,7 @@ final class Daemon: Sendable {
         bytes: Int?,
         started: ContinuousClock.Instant,
         requestID: String,
+        client: String?,
         logger: Logger,
         termination: MHD_RequestTerminationCode
     ) {
@@ -146,6 +153,7 @@ final class Daemon: Sendable {
         ]
         if termination != .REQUEST_TERMINATED_COMPLETED_OK { metadata["termination"] = "\(termination.rawValue)" }
         metadata["request_id"] = "\(requestID)"
+        metadata["client"] = "\(client ?? "-")"
         logger.info("request", metadata: metadata)
     }
 
@@ -164,11 +172,14 @@ final class Daemon: Sendable {
 
     /// Reads the head, applies the protections, routes, and starts the exchange, or answers at once.
     private func begin(
-        connection pointer: OpaquePointer, url: String, method rawMethod: String, version: String,
+        connection pointer: OpaquePointer, url: String, method rawMethod: String, version: String, target: TargetProblem?,
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         // The request's duration, in the log and the metrics, counts from here: the handler's work included.
         let started = ContinuousClock.now
+        // Formatted once, here: the access log and `Request.remoteAddress` (for auth) both need it. An IPv4
+        // address fits a small string, so it costs no allocation.
+        let client = herald_client_address(pointer).flatMap(SocketAddress.describe)
         var head = Head()
         withUnsafeMutablePointer(to: &head) { headPointer in
             _ = MHD_get_connection_values_n(pointer, .HEADER_KIND, Daemon.collectHeader, headPointer)
@@ -181,11 +192,16 @@ final class Daemon: Sendable {
         let logger = self.logger
         let reject = { (error: HTTPError, route: String, close: Bool) -> MHD_Result in
             self.answerAtOnce(
-                error, connection: connection, close: close, request: httpRequest, route: route, requestID: requestID, started: started,
-                logger: logger)
+                error, connection: connection, close: close, request: httpRequest, route: route, requestID: requestID, client: client,
+                started: started, logger: logger)
         }
 
+        // Checked first: heads past the budget are refused before their fields are looked at.
+        if head.size + url.utf8.count > configuration.maxHeaderSize {
+            return reject(HTTPError.headerTooLarge(limit: configuration.maxHeaderSize), "-", true)
+        }
         guard let method else { return reject(HTTPError(.badRequest, detail: "malformed method"), "-", true) }
+        if let target { return reject(HTTPError(.badRequest, detail: target.detail), "-", true) }
         if let problem = head.problem { return reject(HTTPError(.badRequest, detail: problem), "-", true) }
         let transferEncodings = head.transferEncodings
         let contentLengths = head.contentLengths
@@ -230,7 +246,7 @@ final class Daemon: Sendable {
             id: requestID,
             parameters: parameters,
             query: head.query,
-            peer: PeerAddress(herald_client_address(pointer)),
+            remoteAddress: client,
             logger: logger
         )
         if !hasBody, let response = Router.runImmediately(route, request) {
@@ -264,12 +280,13 @@ final class Daemon: Sendable {
         request: HTTPRequest,
         route: String,
         requestID: String,
+        client: String?,
         started: ContinuousClock.Instant,
         logger: Logger
     ) -> MHD_Result {
         queueAtOnce(
             error.response, connection: connection, close: close, method: request.method, path: Substring(request.path ?? "/"),
-            route: route, requestID: requestID, started: started, logger: logger)
+            route: route, requestID: requestID, client: client, started: started, logger: logger)
     }
 
     /// Queues what an immediate handler answered, from libmicrohttpd's thread: no exchange, no task.
@@ -283,7 +300,7 @@ final class Daemon: Sendable {
         return queueAtOnce(
             // The daemon's logger: `record` adds the request id itself, and `request.logger` would build a logger per request.
             response, connection: connection, close: false, method: request.head.method, path: request.path, route: answer.route,
-            requestID: request.id, started: answer.started, logger: logger)
+            requestID: request.id, client: request.remoteAddress, started: answer.started, logger: logger)
     }
 
     /// Queues a buffered response from libmicrohttpd's thread, with no exchange, and records it.
@@ -295,6 +312,7 @@ final class Daemon: Sendable {
         path: Substring,
         route: String,
         requestID: String,
+        client: String?,
         started: ContinuousClock.Instant,
         logger: Logger
     ) -> MHD_Result {
@@ -312,6 +330,7 @@ final class Daemon: Sendable {
             bytes: prepared.bodySize,
             started: started,
             requestID: requestID,
+            client: client,
             logger: logger,
             termination: .REQUEST_TERMINATED_COMPLETED_OK
         )
@@ -345,6 +364,8 @@ final class Daemon: Sendable {
         var fields = HTTPFields()
         var query: [(name: String, value: String?)] = []
         var problem: String?
+        /// Bytes of header names and values and of query arguments, for the header budget.
+        var size = 0
         // The fields the protections and routing need, noted as they pass (saves lookups in `fields`).
         var hosts: [String] = []
         var contentLengths: [String] = []
@@ -355,6 +376,7 @@ final class Daemon: Sendable {
 
     private static let collectHeader: MHD_KeyValueIteratorN = { context, _, key, keySize, value, valueSize in
         let head = context!.assumingMemoryBound(to: Head.self)
+        head.pointee.size += keySize + valueSize
         let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self)
         let text = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) } ?? ""
         guard let fieldName = HTTPField.Name(name) else {
@@ -375,6 +397,7 @@ final class Daemon: Sendable {
 
     private static let collectArgument: MHD_KeyValueIteratorN = { context, _, key, keySize, value, valueSize in
         let head = context!.assumingMemoryBound(to: Head.self)
+        head.pointee.size += keySize + valueSize
         let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self)
         let text = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) }
         head.pointee.query.append((name, text))
@@ -384,12 +407,16 @@ final class Daemon: Sendable {
     private static let access: MHD_AccessHandlerCallback = { context, connection, url, method, version, data, size, slot in
         guard let context, let connection, let slot, let size else { return .NO }
         let daemon = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue()
-        guard let held = slot.pointee else {
+        // The first call finds the slot empty, or holding what `inspectTarget` found wrong with the path.
+        let target = slot.pointee.flatMap(TargetProblem.init(marker:))
+        guard let held = slot.pointee, target == nil else {
+            slot.pointee = nil
             return daemon.begin(
                 connection: connection,
                 url: url.map { String(cString: $0) } ?? "/",
                 method: method.map { String(cString: $0) } ?? "",
                 version: version.map { String(cString: $0) } ?? "",
+                target: target,
                 slot: slot
             )
         }
@@ -409,8 +436,16 @@ final class Daemon: Sendable {
     private static let completed: MHD_RequestCompletedCallback = { context, _, slot, termination in
         guard context != nil, let slot, let held = slot.pointee else { return }
         slot.pointee = nil
+        // A request that ended before its first access call may hold `inspectTarget`'s marker: nothing to release.
+        guard TargetProblem(marker: held) == nil else { return }
         // A held answer the connection closed before sending is just released.
         (Unmanaged<AnyObject>.fromOpaque(held).takeRetainedValue() as? Exchange)?.connectionClosed(termination)
+    }
+
+    /// Checks the raw request target before libmicrohttpd decodes it (see ``TargetProblem``).
+    private static let inspectTarget: herald_uri_callback = { _, uri, _ in
+        guard let uri else { return nil }
+        return TargetProblem.find(in: uri)?.marker
     }
 
     private static let log: MHD_LogCallback = { context, format, arguments in

@@ -23,6 +23,10 @@ final class Exchange: BodySource, Sendable {
         var suspended = false
         /// The handler answered before the body was read; further body bytes are dropped.
         var discarding = false
+        /// The body passed its limit: the rest is read and dropped, and the answer is a 413 whatever the handler says.
+        var overLimit = false
+        /// An answer is queued: a later one from the handler is dropped.
+        var answered = false
         var pending: PreparedResponse?
         var sink: StreamSink?
         /// The completed callback ran: the connection pointer is dead.
@@ -41,11 +45,18 @@ final class Exchange: BodySource, Sendable {
     let route: Router.Route
     let request: Request
     let bodyLimit: Int
+    /// Body bytes read (and dropped past `bodyLimit`) before the connection is closed without an answer.
+    ///
+    /// Past the limit the rest of the body is still read, so that the 413 can be queued at libmicrohttpd's final
+    /// call (it refuses a response while the body is arriving), but only up to as much again, at most 8 MiB.
+    let readLimit: Int
     let declaredLength: Int?
     let started: ContinuousClock.Instant
     private let server: Daemon
     private let parser: MultipartParser?
     private let state = Mutex(State())
+    /// An iterator was made for the body: its only consumer.
+    private let claimed = Atomic(false)
 
     init(
         server: Daemon,
@@ -62,6 +73,7 @@ final class Exchange: BodySource, Sendable {
         self.route = route
         self.request = request
         self.bodyLimit = bodyLimit
+        self.readLimit = bodyLimit + min(8 << 20, bodyLimit)
         self.declaredLength = declaredLength
         self.started = started
         self.parser = multipart
@@ -86,23 +98,33 @@ final class Exchange: BodySource, Sendable {
         if cancelled { task.cancel() }
     }
 
-    /// Takes body bytes from libmicrohttpd. `false` tells it to close the connection (the body is over its limit).
+    /// Takes body bytes from libmicrohttpd. `false` tells it to close the connection (far past the body's limit).
     func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let (waiter, chunk, overLimit) = state.withLock { state -> (CheckedContinuation<[UInt8]?, any Error>?, [UInt8]?, Bool) in
+        let (waiter, chunk, verdict) = state.withLock { state -> (CheckedContinuation<[UInt8]?, any Error>?, [UInt8]?, Verdict) in
             state.received += bytes.count
             if state.received > bodyLimit {
-                let waiter = state.waiter
-                state.waiter = nil
+                guard state.received <= readLimit else { return (nil, nil, .close) }
+                if state.overLimit { return (nil, nil, .dropped) }
+                // Just past the limit: the consumer learns it from the body, and nothing more is kept.
+                state.overLimit = true
                 state.bodyEnd = .failed(HTTPError.bodyTooLarge(limit: bodyLimit))
                 state.chunks.removeAll()
                 state.head = 0
-                return (waiter, nil, true)
+                state.buffered = 0
+                if state.suspended {
+                    // Nothing buffered is left for the consumer to take, which was what would resume the connection.
+                    state.suspended = false
+                    connection.resume()
+                }
+                let waiter = state.waiter
+                state.waiter = nil
+                return (waiter, nil, .overLimit)
             }
-            if state.discarding { return (nil, nil, false) }
+            if state.discarding { return (nil, nil, .dropped) }
             let chunk = Array(bytes)
             if let waiter = state.waiter {
                 state.waiter = nil
-                return (waiter, chunk, false)
+                return (waiter, chunk, .delivered)
             }
             state.chunks.append(chunk)
             state.buffered += chunk.count
@@ -110,35 +132,72 @@ final class Exchange: BodySource, Sendable {
                 state.suspended = true
                 connection.suspend()
             }
-            return (nil, nil, false)
+            return (nil, nil, .delivered)
         }
-        if overLimit {
-            waiter?.resume(throwing: HTTPError.bodyTooLarge(limit: bodyLimit))
-            return false
+        switch verdict {
+        case .overLimit: waiter?.resume(throwing: HTTPError.bodyTooLarge(limit: bodyLimit))
+        case .delivered: waiter?.resume(returning: chunk)
+        case .dropped: break
+        case .close: return false
         }
-        waiter?.resume(returning: chunk)
         return true
+    }
+
+    /// What became of body bytes from libmicrohttpd.
+    private enum Verdict {
+        /// Buffered, or handed to the waiting consumer.
+        case delivered
+        /// Read and dropped: the handler has answered, or the body is past its limit.
+        case dropped
+        /// These passed the body's limit: the consumer is told, and the answer will be a 413.
+        case overLimit
+        /// Past `readLimit`: close the connection without an answer.
+        case close
     }
 
     /// libmicrohttpd's final call: the request is read. Queues the answer if it is ready, else parks the connection.
     func requestCompleted() -> Bool {
-        let (waiter, queued) = state.withLock { state -> (CheckedContinuation<[UInt8]?, any Error>?, Bool) in
+        let (waiter, queued, task) = state.withLock { state -> (CheckedContinuation<[UInt8]?, any Error>?, Bool, Task<Void, Never>?) in
             state.requestComplete = true
             if state.bodyEnd == nil { state.bodyEnd = .finished }
             let waiter = state.waiter
             state.waiter = nil
+            if state.overLimit {
+                // The 413 now, whatever the handler answered or will answer; its work is moot, so it is cancelled.
+                state.pending?.release()
+                state.pending = nil
+                state.sink?.close()
+                state.sink = nil
+                state.answered = true
+                guard let refusal = refusal() else { return (waiter, false, state.task) }
+                state.status = refusal.status
+                state.bytesSent = refusal.bodySize
+                let queued = connection.queue(refusal.pointer, status: refusal.status)
+                refusal.release()
+                return (waiter, queued, state.task)
+            }
             if let pending = state.pending {
                 state.pending = nil
                 let queued = connection.queue(pending.pointer, status: pending.status)
                 pending.release()
-                return (waiter, queued)
+                state.answered = true
+                return (waiter, queued, nil)
             }
             state.suspended = true
             connection.suspend()
-            return (waiter, true)
+            return (waiter, true, nil)
         }
         waiter?.resume(returning: nil)
+        task?.cancel()
         return queued
+    }
+
+    /// The 413 for a body past its limit, closing the connection: a client that sends too much is not kept.
+    private func refusal() -> PreparedResponse? {
+        var response = HTTPError.bodyTooLarge(limit: bodyLimit).response
+        response.headerFields[.requestID] = request.id
+        response.headerFields[.connection] = "close"
+        return PreparedResponse.make(response, stream: nil)
     }
 
     /// The completed callback: the connection is finished with (sent, aborted, or timed out).
@@ -166,6 +225,11 @@ final class Exchange: BodySource, Sendable {
         state.withLock { $0.task }?.cancel()
     }
 
+    func claim() {
+        let first = claimed.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
+        precondition(first, "a request body from the connection has one consumer: it was already being read")
+    }
+
     func nextChunk() async throws -> [UInt8]? {
         let lowWater = server.configuration.bodyBufferSize / 2
         if case .ready(let chunk) = try state.withLock({ try Self.take(&$0, connection: connection, lowWater: lowWater) }) {
@@ -182,6 +246,8 @@ final class Exchange: BodySource, Sendable {
                         return .failure(error)
                     }
                     if Task.isCancelled { return .failure(CancellationError()) }
+                    // A second waiter would overwrite the first, whose task would then never resume.
+                    precondition(state.waiter == nil, "a request body from the connection has one consumer: two tasks read it")
                     state.waiter = continuation
                     return nil
                 }
@@ -247,8 +313,7 @@ final class Exchange: BodySource, Sendable {
             deliver(PreparedResponse.make(HTTPError(.internalServerError).response, stream: nil))
             return
         }
-        deliver(prepared, sink: sink)
-        guard let sink, let produce else { return }
+        guard deliver(prepared, sink: sink), let sink, let produce else { return }
         do {
             try await produce(ResponseBodyWriter(sink: sink))
             sink.finish(failed: false)
@@ -259,12 +324,17 @@ final class Exchange: BodySource, Sendable {
     }
 
     /// Queues the answer now if the request is read (the connection is parked), else keeps it for the final call.
-    private func deliver(_ prepared: PreparedResponse?, sink: StreamSink? = nil) {
-        guard let prepared else { return }
-        let waiter = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
-            guard !state.closed else {
+    ///
+    /// `false` when the answer is dropped (the connection is gone, or the body passed its limit and the answer is
+    /// the 413): a stream's producer must then not run, and its sink is closed.
+    @discardableResult
+    private func deliver(_ prepared: PreparedResponse?, sink: StreamSink? = nil) -> Bool {
+        guard let prepared else { return false }
+        let (taken, waiter) = state.withLock { state -> (Bool, CheckedContinuation<[UInt8]?, any Error>?) in
+            guard !state.closed, !state.answered, !state.overLimit else {
                 prepared.release()
-                return nil
+                sink?.close()
+                return (false, nil)
             }
             state.status = prepared.status
             state.bytesSent = prepared.bodySize
@@ -275,9 +345,10 @@ final class Exchange: BodySource, Sendable {
                     request.logger.error("libmicrohttpd refused the response")
                 }
                 prepared.release()
+                state.answered = true
                 state.suspended = false
                 connection.resume()
-                return nil
+                return (true, nil)
             }
             // Answered before the body was read: drop what is buffered and what is still to come.
             state.pending = prepared
@@ -291,8 +362,9 @@ final class Exchange: BodySource, Sendable {
                 state.suspended = false
                 connection.resume()
             }
-            return waiter
+            return (true, waiter)
         }
         waiter?.resume(throwing: CancellationError())
+        return taken
     }
 }

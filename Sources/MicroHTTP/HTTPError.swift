@@ -77,3 +77,10 @@ extension JSONEncoder {
         return encoder
     }()
 }
+
+extension HTTPError {
+    /// 431: the request's header fields and URL are over the server's budget.
+    public static func headerTooLarge(limit: Int) -> HTTPError {
+        HTTPError(.requestHeaderFieldsTooLarge, detail: "the request's header fields and URL are larger than \(limit) bytes")
+    }
+}

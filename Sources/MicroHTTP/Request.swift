@@ -30,15 +30,8 @@ public struct Request: Sendable {
         set { baseLogger = newValue }
     }
     private var baseLogger: Logger
-    private var peer: Peer
-
-    /// The client's IP address (formatted when asked for).
-    public var remoteAddress: String? {
-        switch peer {
-        case .text(let text): text
-        case .address(let address): address.numericHost
-        }
-    }
+    /// The client's IP address, e.g. `127.0.0.1` or `::1`.
+    public var remoteAddress: String?
 
     public init(
         head: HTTPRequest,
@@ -54,18 +47,8 @@ public struct Request: Sendable {
         self.parameters = parameters
         self.query = query
         self.body = body
-        self.peer = .text(remoteAddress)
+        self.remoteAddress = remoteAddress
         self.baseLogger = logger
-    }
-
-    init(head: HTTPRequest, id: String, parameters: Parameters, query: [(name: String, value: String?)], peer: PeerAddress?, logger: Logger) {
-        self.init(head: head, id: id, parameters: parameters, query: query, logger: logger)
-        if let peer { self.peer = .address(peer) }
-    }
-
-    private enum Peer: Sendable {
-        case text(String?)
-        case address(PeerAddress)
     }
 
     /// The decoded path; the server keeps the query apart, in ``query``.

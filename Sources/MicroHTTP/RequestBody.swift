@@ -2,6 +2,8 @@ import HTTPTypes
 
 /// Where a streamed body's chunks come from (the connection, in the server).
 protocol BodySource: AnyObject, Sendable {
+    /// Called once per iterator made: a body from the connection has one consumer, so a second call traps.
+    func claim()
     /// The next chunk, `nil` at the end; waits while the client is sending.
     func nextChunk() async throws -> [UInt8]?
     /// The multipart parser set up for this request, if its content type is `multipart/form-data`.
@@ -11,7 +13,9 @@ protocol BodySource: AnyObject, Sendable {
 /// A request body, consumed as an `AsyncSequence` of chunks as the client sends it.
 ///
 /// The server stops reading from the connection while the consumer is behind, so a large body never sits in
-/// memory. Iterate it once; ``collect(upTo:)`` gathers a small one.
+/// memory. It is `Sendable` so that another task may read it, but it has one consumer: a second iterator on a
+/// body from the connection (a second `for try await`, ``collect(upTo:)`` or ``multipart(limits:)`` reading it)
+/// is a precondition failure. A body made from bytes may be read again.
 public struct RequestBody: AsyncSequence, Sendable {
     public typealias Element = [UInt8]
 
@@ -40,8 +44,10 @@ public struct RequestBody: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> AsyncIterator {
         switch storage {
-        case .bytes(let bytes): AsyncIterator(pending: bytes.isEmpty ? nil : bytes, source: nil)
-        case .stream(let source): AsyncIterator(pending: nil, source: source)
+        case .bytes(let bytes): return AsyncIterator(pending: bytes.isEmpty ? nil : bytes, source: nil)
+        case .stream(let source):
+            source.claim()
+            return AsyncIterator(pending: nil, source: source)
         }
     }
 

@@ -43,38 +43,21 @@ struct SocketAddress {
         withUnsafePointer(to: &storage) { body(UnsafeRawPointer($0).assumingMemoryBound(to: sockaddr.self)) }
     }
 
-    /// The numeric host of a peer address, e.g. `127.0.0.1` or `::1`.
+    /// The numeric host of a peer address, e.g. `127.0.0.1` or `::1`, formatted on the stack.
     static func describe(_ address: UnsafePointer<sockaddr>) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        let family = Int32(address.pointee.sa_family)
-        let ok: UnsafePointer<CChar>? = UnsafeRawPointer(address).withMemoryRebound(to: UInt8.self, capacity: 1) { _ in
-            switch family {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN)) { buffer -> String? in
+            let raw = UnsafeRawPointer(address)
+            let formatted: UnsafePointer<CChar>?
+            switch Int32(address.pointee.sa_family) {
             case AF_INET:
-                var copy = UnsafeRawPointer(address).load(as: sockaddr_in.self).sin_addr
-                return inet_ntop(AF_INET, &copy, &buffer, socklen_t(buffer.count))
+                formatted = inet_ntop(AF_INET, raw + MemoryLayout<sockaddr_in>.offset(of: \.sin_addr)!, buffer.baseAddress, socklen_t(buffer.count))
             case AF_INET6:
-                var copy = UnsafeRawPointer(address).load(as: sockaddr_in6.self).sin6_addr
-                return inet_ntop(AF_INET6, &copy, &buffer, socklen_t(buffer.count))
+                formatted = inet_ntop(
+                    AF_INET6, raw + MemoryLayout<sockaddr_in6>.offset(of: \.sin6_addr)!, buffer.baseAddress, socklen_t(buffer.count))
             default:
-                return nil
+                formatted = nil
             }
+            return formatted.map { String(cString: $0) }
         }
-        guard ok != nil else { return nil }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-}
-
-/// A client's address, copied from libmicrohttpd and formatted only when someone asks.
-struct PeerAddress: Sendable {
-    private var storage = sockaddr_storage()
-
-    init?(_ address: UnsafePointer<sockaddr>?) {
-        guard let address else { return nil }
-        let length = address.pointee.sa_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size
-        withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: address, count: length)) }
-    }
-
-    var numericHost: String? {
-        withUnsafeBytes(of: storage) { SocketAddress.describe($0.baseAddress!.assumingMemoryBound(to: sockaddr.self)) }
     }
 }

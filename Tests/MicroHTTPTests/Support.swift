@@ -8,16 +8,19 @@ import Synchronization
 import Testing
 
 /// Runs `router` on 127.0.0.1 with a free port under a `ServiceGroup` while `body` runs, then shuts down gracefully.
+///
+/// `logs`, when given, receives the server's log records at info level and above (the access log included).
 func withLiveServer<T: Sendable>(
     _ router: Router,
     configuration: ServerConfiguration = ServerConfiguration(),
+    logs: CapturedLogs? = nil,
     _ body: @Sendable (_ port: Int, _ group: ServiceGroup) async throws -> T
 ) async throws -> T {
     var configuration = configuration
     configuration.host = "127.0.0.1"
     configuration.port = 0
-    var logger = Logger(label: "MicroHTTPTests")
-    logger.logLevel = .warning
+    var logger = logs.map { logs in Logger(label: "MicroHTTPTests") { _ in logs } } ?? Logger(label: "MicroHTTPTests")
+    logger.logLevel = logs == nil ? .warning : .info
     let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
     let server = Server(router: router, configuration: configuration, logger: logger) { port in
         portContinuation.yield(port)
@@ -61,19 +64,8 @@ func rawExchange(port: Int, _ text: String) async throws -> String {
 struct SocketError: Error { let call: String }
 
 private func blockingExchange(port: Int, _ bytes: [UInt8]) throws -> String {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw SocketError(call: "socket") }
+    let fd = try connectedSocket(port: port)
     defer { close(fd) }
-    var timeout = timeval(tv_sec: 5, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw SocketError(call: "connect") }
     _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     var received: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
@@ -83,6 +75,84 @@ private func blockingExchange(port: Int, _ bytes: [UInt8]) throws -> String {
         received.append(contentsOf: buffer[0..<n])
     }
     return String(decoding: received, as: UTF8.self)
+}
+
+/// A blocking TCP socket connected to 127.0.0.1:`port`, reads timing out after 5 s; `receiveBuffer` sets `SO_RCVBUF`.
+private func connectedSocket(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw SocketError(call: "socket") }
+    var timeout = timeval(tv_sec: 5, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    if var size = receiveBuffer {
+        // Before connect, so the window the client announces stays small.
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else {
+        close(fd)
+        throw SocketError(call: "connect")
+    }
+    return fd
+}
+
+/// Sends `text`, reads until `marker` has arrived (or the server closes, or 5 s pass), then closes the connection.
+func rawReadUntil(port: Int, _ text: String, marker: String) async throws -> String {
+    try await onThread {
+        let fd = try connectedSocket(port: port)
+        defer { close(fd) }
+        _ = Array(text.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !String(decoding: received, as: UTF8.self).contains(marker) {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            received.append(contentsOf: buffer[0..<n])
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+}
+
+/// Sends `text` and reads the answer as a slow client would, until the server closes: the head, and the bytes after it.
+///
+/// The client announces a small receive window and pauses 2 ms after every 256 KiB it reads (the pauses make
+/// it slow; nothing waits on them). `progress` is told the body bytes read so far.
+func slowRawRead(port: Int, _ text: String, progress: @escaping @Sendable (Int) -> Void) async throws -> (head: String, body: [UInt8]) {
+    try await onThread {
+        let fd = try connectedSocket(port: port, receiveBuffer: 32 << 10)
+        defer { close(fd) }
+        _ = Array(text.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var received: [UInt8] = []
+        var bodyStart: Int?
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        var nextPause = 256 << 10
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            received.append(contentsOf: buffer[0..<n])
+            if bodyStart == nil, let end = received.firstRange(of: Array("\r\n\r\n".utf8)) { bodyStart = end.upperBound }
+            guard let bodyStart else { continue }
+            progress(received.count - bodyStart)
+            if received.count - bodyStart >= nextPause {
+                nextPause += 256 << 10
+                usleep(2000)
+            }
+        }
+        let split = bodyStart ?? received.count
+        return (String(decoding: received[..<split], as: UTF8.self), Array(received[split...]))
+    }
+}
+
+/// Runs blocking socket code on a thread of its own, off the cooperative pool.
+private func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
 }
 
 /// Lets N tasks wait until all N have arrived.
@@ -143,5 +213,37 @@ enum PeakMemory {
 extension HTTPClientResponse {
     func text(limit: Int = 1 << 20) async throws -> String {
         String(buffer: try await body.collect(upTo: limit))
+    }
+}
+
+/// A log handler that keeps every record, for tests that read the access log.
+final class CapturedLogs: LogHandler, Sendable {
+    struct Record: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: Logger.Metadata
+    }
+
+    private let store = Mutex<[Record]>([])
+
+    var records: [Record] { store.withLock { $0 } }
+
+    var logLevel: Logger.Level {
+        get { .trace }
+        set {}  // the logger's level is set on the `Logger`; this handler keeps whatever reaches it
+    }
+
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+
+    func log(event: LogEvent) {
+        store.withLock { $0.append(Record(level: event.level, message: "\(event.message)", metadata: event.metadata ?? [:])) }
     }
 }
