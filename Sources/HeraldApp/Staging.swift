@@ -66,7 +66,7 @@ struct StagingArea: Sendable {
             try await file.synchronize()
             try file.close()
             guard rename(partialPath, finalPath) == 0 else { throw StagingError.io("rename", errno) }
-            return Staged(relativePath: relativePath, size: size, sha256: Self.hex(hasher.finalize()))
+            return Staged(relativePath: relativePath, size: size, sha256: hasher.finalize().hexString)
         } catch {
             try? file.close()
             unlink(partialPath)
@@ -80,17 +80,6 @@ struct StagingArea: Sendable {
     }
 
     private static let batchSize = 256 << 10
-
-    private static func hex(_ digest: SHA256.Digest) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(64)
-        for byte in digest {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
 
     private static func makeDirectory(_ path: String) throws {
         guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw StagingError.io("mkdir \(path)", errno) }
