@@ -27,7 +27,7 @@ struct MediaRoutes {
         router.get("/v1/media/{id}") { request in
             let id = try request.parameters.require("id")
             guard Identifier.isValid(id), let media = try await repository.find(id: id) else { throw HTTPError.unknown("media", id) }
-            return try .json(media, encoder: .api)
+            return .json(media)
         }
         router.delete("/v1/media/{id}") { request in
             let id = try request.parameters.require("id")
@@ -74,7 +74,7 @@ struct MediaRoutes {
                 createdAt: Timestamp.now()
             )
             try await repository.insert(media, stagingPath: staged.relativePath)
-            return try .json(media, status: .created, headerFields: [.location: "/v1/media/\(id)"], encoder: .api)
+            return .json(media, status: .created, headerFields: [.location: "/v1/media/\(id)"])
         } catch {
             staging.remove(staged.relativePath)
             throw error
