@@ -41,6 +41,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Media per post. [HERALD_MAX_MEDIA_PER_POST, default 10]") var maxMediaPerPost: Int?
     @Option(help: "Seconds running jobs get on shutdown. [HERALD_SHUTDOWN_GRACE, default 20]") var shutdownGrace: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical. [HERALD_LOG_LEVEL, default info]") var logLevel: String?
+    @Option(help: "text, or json for one JSON object a line. [HERALD_LOG_FORMAT, default text]") var logFormat: String?
     @Option(help: "libmicrohttpd polling threads, one status-read connection each. [HERALD_HTTP_THREADS, default 1]") var httpThreads: Int?
     @Option(help: "Open connections at most. [HERALD_MAX_CONNECTIONS, default 1000]") var maxConnections: Int?
     @Option(help: "Open connections per client address. [HERALD_MAX_CONNECTIONS_PER_IP, default 256]") var maxConnectionsPerIP: Int?
@@ -49,7 +50,11 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let configuration = try resolve(Environment())
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardOutput(label: label)
+            var handler: any LogHandler =
+                switch configuration.logFormat {
+                case .text: StreamLogHandler.standardOutput(label: label)
+                case .json: JSONLogHandler(label: label)
+                }
             handler.logLevel = configuration.logLevel
             return handler
         }
@@ -66,6 +71,10 @@ struct Serve: AsyncParsableCommand {
         guard let logLevel = level.map({ Logger.Level(rawValue: $0.lowercased()) }) ?? defaults.logLevel else {
             throw ValidationError("log level '\(level ?? "")' is not one of trace, debug, info, notice, warning, error, critical")
         }
+        let format = try logFormat ?? environment.string("HERALD_LOG_FORMAT")
+        guard let logFormat = format.map({ LogFormat(name: $0) }) ?? defaults.logFormat else {
+            throw ValidationError("log format '\(format ?? "")' is not one of \(LogFormat.names)")
+        }
         let configuration = HeraldConfiguration(
             host: try host ?? environment.string("HERALD_HOST") ?? defaults.host,
             port: try port ?? environment.int("HERALD_PORT") ?? defaults.port,
@@ -81,6 +90,7 @@ struct Serve: AsyncParsableCommand {
             maxMediaPerPost: try maxMediaPerPost ?? environment.int("HERALD_MAX_MEDIA_PER_POST") ?? defaults.maxMediaPerPost,
             shutdownGrace: try shutdownGrace ?? environment.int("HERALD_SHUTDOWN_GRACE") ?? defaults.shutdownGrace,
             logLevel: logLevel,
+            logFormat: logFormat,
             httpThreads: try httpThreads ?? environment.int("HERALD_HTTP_THREADS") ?? defaults.httpThreads,
             maxConnections: try maxConnections ?? environment.int("HERALD_MAX_CONNECTIONS") ?? defaults.maxConnections,
             maxConnectionsPerIP: try maxConnectionsPerIP ?? environment.int("HERALD_MAX_CONNECTIONS_PER_IP") ?? defaults.maxConnectionsPerIP,
