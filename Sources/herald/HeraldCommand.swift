@@ -1,10 +1,12 @@
 import ArgumentParser
 import AsyncHTTPClient
+import CoreMetrics
 import Foundation
 import HeraldApp
 import Logging
 import NIOCore
 import NIOHTTP1
+import Prometheus
 import Publishing
 
 @main
@@ -58,9 +60,12 @@ struct Serve: AsyncParsableCommand {
             handler.logLevel = configuration.logLevel
             return handler
         }
+        // Once per process, as logging: the routes, the server and the runner record into this registry.
+        let metrics = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
         var logger = Logger(label: "herald")
         logger.logLevel = configuration.logLevel
-        let application = try Application.build(configuration: configuration, logger: logger)
+        let application = try Application.build(configuration: configuration, logger: logger, metrics: metrics)
         try await application.run()
     }
 
