@@ -1,15 +1,14 @@
-import CoreMetrics
 public import HeraldStorage
 public import Logging
 public import MicroHTTP
-import Prometheus
+public import Prometheus
 public import Publishing
 public import ServiceLifecycle
 import UnixSignals
 
 /// Herald assembled: storage opened and migrated, routes registered, services ready for a `ServiceGroup`.
 ///
-/// `herald serve` and the tests build it the same way, through ``build(configuration:logger:onListening:)``.
+/// `herald serve` and the tests build it the same way, through ``build(configuration:logger:metrics:store:onListening:)``.
 public struct Application: Sendable {
     public let configuration: HeraldConfiguration
     public let storage: Storage
@@ -27,11 +26,14 @@ public struct Application: Sendable {
     /// Opens the database (applying migrations) and wires the HTTP server.
     ///
     /// - Parameters:
+    ///   - metrics: the registry `/metrics` serves. The caller bootstraps `MetricsSystem` with it (once per
+    ///     process, as logging), so the server's, the runner's and the routes' metrics land in it.
     ///   - onListening: called with the bound port once the server accepts connections.
     ///   - store: the media store; `nil` builds the one `configuration.store` names.
     public static func build(
         configuration: HeraldConfiguration,
         logger: Logger,
+        metrics: PrometheusCollectorRegistry,
         store: (any MediaStore)? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> Application {
@@ -55,7 +57,7 @@ public struct Application: Sendable {
         let readiness = Readiness { runner.stopClaiming() }
         let staging = StagingArea(dataDirectory: configuration.dataDirectory)
         var router = Router()
-        OperationsRoutes(storage: storage, store: store, jobs: JobRepository(storage), readiness: readiness, registry: Metrics.registry)
+        OperationsRoutes(storage: storage, store: store, jobs: JobRepository(storage), readiness: readiness, registry: metrics)
             .register(in: &router)
         MediaRoutes(repository: MediaRepository(storage), staging: staging, maxMediaBytes: configuration.maxMediaBytes).register(in: &router)
         // The way a publish takes: route -> service -> repository -> (the runner claims the job) -> media store.
@@ -134,15 +136,6 @@ public struct Application: Sendable {
         )
         try await group.run()
     }
-}
-
-/// The process-wide Prometheus registry behind swift-metrics (bootstrapped once, on first use).
-enum Metrics {
-    static let registry: PrometheusCollectorRegistry = {
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        return registry
-    }()
 }
 
 /// A configuration value Herald cannot work with.

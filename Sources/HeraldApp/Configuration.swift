@@ -22,6 +22,8 @@ public struct HeraldConfiguration: Sendable {
     /// Seconds running jobs get on shutdown before they are cancelled and re-queued.
     public var shutdownGrace: Int
     public var logLevel: Logger.Level
+    /// How log lines are written: swift-log's text, or one JSON object a line.
+    public var logFormat: LogFormat
     /// libmicrohttpd polling threads.
     public var httpThreads: Int
     public var maxConnections: Int
@@ -44,6 +46,7 @@ public struct HeraldConfiguration: Sendable {
         maxMediaPerPost: Int = 10,
         shutdownGrace: Int = 20,
         logLevel: Logger.Level = .info,
+        logFormat: LogFormat = .text,
         httpThreads: Int = 1,
         maxConnections: Int = 1000,
         maxConnectionsPerIP: Int = 256,
@@ -63,9 +66,26 @@ public struct HeraldConfiguration: Sendable {
         self.maxMediaPerPost = maxMediaPerPost
         self.shutdownGrace = shutdownGrace
         self.logLevel = logLevel
+        self.logFormat = logFormat
         self.httpThreads = httpThreads
         self.maxConnections = maxConnections
         self.maxConnectionsPerIP = maxConnectionsPerIP
         self.connectionTimeout = connectionTimeout
     }
+}
+
+/// `--log-format`: how each log line is written.
+public enum LogFormat: String, Sendable, CaseIterable {
+    /// swift-log's `StreamLogHandler` lines: `2026-11-22T10:15:30+0000 info herald : request_id=… message`.
+    case text
+    /// One JSON object a line (``JSONLogHandler``).
+    case json
+
+    /// The format called `name`, in any case; nil for another name.
+    public init?(name: String) {
+        self.init(rawValue: name.lowercased())
+    }
+
+    /// The names a flag takes, for messages: `text, json`.
+    public static var names: String { allCases.map(\.rawValue).joined(separator: ", ") }
 }

@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// The opaque `cursor` of a list: the `(created_at, id)` of the last item of the previous page.
 ///
 /// Lists are ordered by `created_at DESC, id DESC`, so the next page is the rows strictly before this pair.
@@ -52,68 +58,30 @@ public struct Cursor: Sendable, Hashable, Codable {
     }
 }
 
-/// Unpadded base64url (RFC 4648 section 5), the URL-safe alphabet, strict on input.
+/// Unpadded base64url (RFC 4648 section 5) through Foundation's base64, strict on input.
 enum Base64URL {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
     static func encode(_ bytes: [UInt8]) -> String {
-        var output: [UInt8] = []
-        output.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var index = 0
-        while index < bytes.count {
-            let count = min(3, bytes.count - index)
-            var group: UInt32 = 0
-            for offset in 0..<3 {
-                group = group << 8 | UInt32(offset < count ? bytes[index + offset] : 0)
-            }
-            // 1 byte makes 2 characters, 2 make 3, 3 make 4.
-            for position in 0...count {
-                output.append(alphabet[Int(group >> (18 - 6 * UInt32(position)) & 0x3F)])
-            }
-            index += 3
-        }
-        return String(decoding: output, as: UTF8.self)
+        var text = Data(bytes).base64EncodedString()
+        text.replace("+", with: "-")
+        text.replace("/", with: "_")
+        text.removeAll { $0 == "=" }
+        return text
     }
 
-    /// The bytes of `text`, or nil unless it is canonical unpadded base64url (unused trailing bits zero).
+    /// The bytes of `text`, or nil unless it is the canonical unpadded base64url of them.
+    ///
+    /// Foundation's decoder is lenient where a cursor must not be (stray trailing bits, say); encoding the
+    /// result again and comparing refuses every other spelling of the same bytes: padding, the standard
+    /// alphabet's `+` and `/`, nonzero unused bits. So each position has exactly one cursor.
     static func decode(_ text: String) -> [UInt8]? {
-        let characters = Array(text.utf8)
-        // A lone character cannot encode a byte.
-        guard characters.count % 4 != 1 else { return nil }
-        var output: [UInt8] = []
-        output.reserveCapacity(characters.count * 3 / 4)
-        var index = 0
-        while index < characters.count {
-            let count = min(4, characters.count - index)
-            var group: UInt32 = 0
-            for offset in 0..<4 {
-                var value: UInt32 = 0
-                if offset < count {
-                    guard let decoded = sextet(characters[index + offset]) else { return nil }
-                    value = decoded
-                }
-                group = group << 6 | value
-            }
-            let byteCount = count - 1
-            for position in 0..<byteCount {
-                output.append(UInt8(truncatingIfNeeded: group >> (16 - 8 * UInt32(position))))
-            }
-            // Bits past the last whole byte must be zero, so each byte string has exactly one spelling.
-            let unusedBits = UInt32(24 - 8 * byteCount)
-            guard group & ((1 << unusedBits) - 1) == 0 else { return nil }
-            index += 4
-        }
-        return output
-    }
-
-    private static func sextet(_ character: UInt8) -> UInt32? {
-        switch character {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"): UInt32(character - UInt8(ascii: "A"))
-        case UInt8(ascii: "a")...UInt8(ascii: "z"): UInt32(character - UInt8(ascii: "a")) + 26
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(character - UInt8(ascii: "0")) + 52
-        case UInt8(ascii: "-"): 62
-        case UInt8(ascii: "_"): 63
-        default: nil
-        }
+        // A lone character past a group of four cannot encode a byte.
+        guard text.utf8.count % 4 != 1 else { return nil }
+        var standard = text
+        standard.replace("-", with: "+")
+        standard.replace("_", with: "/")
+        standard += String(repeating: "=", count: (4 - text.utf8.count % 4) % 4)
+        guard let data = Data(base64Encoded: standard) else { return nil }
+        let bytes = [UInt8](data)
+        return encode(bytes) == text ? bytes : nil
     }
 }

@@ -71,16 +71,14 @@ public enum Identifier {
     }
 
     private static func format(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: 36) { buffer in
+        String(unsafeUninitializedCapacity: 36) { buffer in
             var position = 0
             for (index, byte) in bytes.enumerated() {
                 if index == 4 || index == 6 || index == 8 || index == 10 {
                     buffer[position] = ASCII.hyphen
                     position += 1
                 }
-                buffer[position] = digits[Int(byte >> 4)]
-                buffer[position + 1] = digits[Int(byte & 0x0F)]
+                (buffer[position], buffer[position + 1]) = Hex.digits(of: byte)
                 position += 2
             }
             return position

@@ -47,6 +47,14 @@ public struct JSONWriter: ~Copyable {
         needsComma = false
     }
 
+    /// A member's key that is not known at compile time (a log line's metadata), escaped as any string; its value comes next.
+    public mutating func key(_ key: String) {
+        string(key)
+        reserve(1)
+        put(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
     public mutating func string(_ value: String) {
         var value = value
         value.withUTF8 { utf8 in
@@ -67,6 +75,16 @@ public struct JSONWriter: ~Copyable {
 
     public mutating func string(_ value: String?) {
         if let value { string(value) } else { null() }
+    }
+
+    /// An id, as its text.
+    public mutating func string<Entity>(_ id: ID<Entity>) {
+        string(id.rawValue)
+    }
+
+    /// An id, or `null`.
+    public mutating func string<Entity>(_ id: ID<Entity>?) {
+        string(id?.rawValue)
     }
 
     /// A timestamp in its fixed-width RFC 3339 form, as a string.
@@ -145,10 +163,10 @@ public struct JSONWriter: ~Copyable {
         case 0x08: escaped = UInt8(ascii: "b")
         case 0x0C: escaped = UInt8(ascii: "f")
         case 0..<0x20:
-            let hex: StaticString = "0123456789abcdef"
+            let (high, low) = Hex.digits(of: byte)
             put(UnsafeBufferPointer(start: ("\\u00" as StaticString).utf8Start, count: 4))
-            put(hex.utf8Start[Int(byte >> 4)])
-            put(hex.utf8Start[Int(byte & 0xF)])
+            put(high)
+            put(low)
             return
         default:
             put(byte)
@@ -186,10 +204,16 @@ public struct JSONWriter: ~Copyable {
     }
 }
 
-extension Job {
+extension Job: JSONWritable {
     /// The API's job object as JSON, the same members and values as its `Encodable` form, written directly.
     public var json: [UInt8] {
         var writer = JSONWriter(capacity: 512 + uploads.count * 160)
+        write(to: &writer)
+        return writer.bytes
+    }
+
+    /// The job object where `writer` stands: alone for the status poll, or within `{"post", "job"}` and list pages.
+    public func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.key("id")
         writer.string(id.rawValue)
@@ -256,6 +280,5 @@ extension Job {
         writer.key("finished_at")
         writer.timestamp(finishedAt)
         writer.endObject()
-        return writer.bytes
     }
 }

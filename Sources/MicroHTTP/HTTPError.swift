@@ -1,11 +1,5 @@
 public import HTTPTypes
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 /// An error of the layers behind the handlers that knows which problem answers it: a handler may let it through.
 public protocol HTTPErrorConvertible: Error {
     /// The problem this error answers with.
@@ -51,31 +45,65 @@ public struct HTTPError: Error, Sendable {
         self.headerFields = headerFields
     }
 
-    /// The problem document as sent on the wire.
-    struct Body: Encodable {
-        var type: String
-        var title: String
-        var status: Int
-        var detail: String?
-        var errors: [FieldError]?
-    }
-
     /// The `application/problem+json` response for this error.
     public var response: Response {
-        let body = Body(type: type, title: title, status: status.code, detail: detail, errors: errors.isEmpty ? nil : errors)
         var fields = headerFields
         fields[.contentType] = "application/problem+json"
-        let bytes = (try? JSONEncoder.problem.encode(body)).map(Array.init) ?? Array(#"{"title":"Internal Server Error","status":500}"#.utf8)
-        return Response(status: status, headerFields: fields, body: .bytes(bytes))
+        return Response(status: status, headerFields: fields, body: .bytes(problemDocument))
     }
-}
 
-extension JSONEncoder {
-    fileprivate static let problem: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
+    /// The RFC 9457 document, members in one order: `type, title, status, detail, errors[{pointer, detail}]`;
+    /// `detail` only when there is one, `errors` only when not empty.
+    ///
+    /// Written by hand: `JSONEncoder` keeps no key order on Linux, and MicroHTTP does not depend on HeraldCore's writer.
+    var problemDocument: [UInt8] {
+        var json: [UInt8] = []
+        json.reserveCapacity(128)
+        json += #"{"type":"#.utf8
+        Self.append(string: type, to: &json)
+        json += #","title":"#.utf8
+        Self.append(string: title, to: &json)
+        json += #","status":"#.utf8
+        json += String(status.code).utf8
+        if let detail {
+            json += #","detail":"#.utf8
+            Self.append(string: detail, to: &json)
+        }
+        if !errors.isEmpty {
+            json += #","errors":["#.utf8
+            for (index, error) in errors.enumerated() {
+                json += (index == 0 ? #"{"pointer":"# : #",{"pointer":"#).utf8
+                Self.append(string: error.pointer, to: &json)
+                json += #","detail":"#.utf8
+                Self.append(string: error.detail, to: &json)
+                json.append(UInt8(ascii: "}"))
+            }
+            json.append(UInt8(ascii: "]"))
+        }
+        json.append(UInt8(ascii: "}"))
+        return json
+    }
+
+    /// `text` as a JSON string: quotes, backslashes and control characters escaped, everything else as is (UTF-8).
+    private static func append(string text: String, to json: inout [UInt8]) {
+        let digits: StaticString = "0123456789abcdef"
+        json.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): json += [UInt8(ascii: "\\"), byte]
+            case 0x0A: json += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case 0x0D: json += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case 0x09: json += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case 0x08: json += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
+            case 0x0C: json += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
+            case 0..<0x20:
+                json += #"\u00"#.utf8
+                json += [digits.utf8Start[Int(byte >> 4)], digits.utf8Start[Int(byte & 0x0F)]]
+            default: json.append(byte)
+            }
+        }
+        json.append(UInt8(ascii: "\""))
+    }
 }
 
 extension HTTPError {

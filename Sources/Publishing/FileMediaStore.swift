@@ -55,11 +55,11 @@ public struct FileMediaStore: MediaStore {
     // MARK: - MediaStore
 
     public func url(for key: String) -> String {
-        let encodedKey = Self.percentEncodedPath(String(key.drop(while: { $0 == "/" })))
+        let encodedKey = percentEncoded(key.drop(while: { $0 == "/" }), keeping: .path)
         if let publicBaseURL {
             return publicBaseURL + "/" + encodedKey
         }
-        return "file://" + Self.percentEncodedPath(self.root) + "/" + encodedKey
+        return "file://" + percentEncoded(self.root, keeping: .path) + "/" + encodedKey
     }
 
     public func put(_ object: MediaObject) async throws -> String {
@@ -267,30 +267,6 @@ public struct FileMediaStore: MediaStore {
         }
         let components = full.split(separator: "/").filter { $0 != "." }
         return (full.hasPrefix("/") ? "/" : "") + components.joined(separator: "/")
-    }
-
-    /// `path` with every byte outside RFC 3986's `pchar` set (and `/`) percent-encoded.
-    private static func percentEncodedPath(_ path: String) -> String {
-        var encoded = ""
-        encoded.reserveCapacity(path.utf8.count)
-        for byte in path.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"):
-                encoded.unicodeScalars.append(Unicode.Scalar(byte))
-            case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"),
-                UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("),
-                UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"),
-                UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "@"):
-                encoded.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = Array("0123456789ABCDEF".unicodeScalars)
-                encoded.unicodeScalars.append("%")
-                encoded.unicodeScalars.append(hex[Int(byte >> 4)])
-                encoded.unicodeScalars.append(hex[Int(byte & 0x0F)])
-            }
-        }
-        return encoded
     }
 
     private static func randomSuffix() -> String {

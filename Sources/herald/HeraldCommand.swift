@@ -1,10 +1,12 @@
 import ArgumentParser
 import AsyncHTTPClient
+import CoreMetrics
 import Foundation
 import HeraldApp
 import Logging
 import NIOCore
 import NIOHTTP1
+import Prometheus
 import Publishing
 
 @main
@@ -41,6 +43,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Media per post. [HERALD_MAX_MEDIA_PER_POST, default 10]") var maxMediaPerPost: Int?
     @Option(help: "Seconds running jobs get on shutdown. [HERALD_SHUTDOWN_GRACE, default 20]") var shutdownGrace: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical. [HERALD_LOG_LEVEL, default info]") var logLevel: String?
+    @Option(help: "text, or json for one JSON object a line. [HERALD_LOG_FORMAT, default text]") var logFormat: String?
     @Option(help: "libmicrohttpd polling threads, one status-read connection each. [HERALD_HTTP_THREADS, default 1]") var httpThreads: Int?
     @Option(help: "Open connections at most. [HERALD_MAX_CONNECTIONS, default 1000]") var maxConnections: Int?
     @Option(help: "Open connections per client address. [HERALD_MAX_CONNECTIONS_PER_IP, default 256]") var maxConnectionsPerIP: Int?
@@ -49,13 +52,20 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let configuration = try resolve(Environment())
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardOutput(label: label)
+            var handler: any LogHandler =
+                switch configuration.logFormat {
+                case .text: StreamLogHandler.standardOutput(label: label)
+                case .json: JSONLogHandler(label: label)
+                }
             handler.logLevel = configuration.logLevel
             return handler
         }
+        // Once per process, as logging: the routes, the server and the runner record into this registry.
+        let metrics = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
         var logger = Logger(label: "herald")
         logger.logLevel = configuration.logLevel
-        let application = try Application.build(configuration: configuration, logger: logger)
+        let application = try Application.build(configuration: configuration, logger: logger, metrics: metrics)
         try await application.run()
     }
 
@@ -65,6 +75,10 @@ struct Serve: AsyncParsableCommand {
         let level = try logLevel ?? environment.string("HERALD_LOG_LEVEL")
         guard let logLevel = level.map({ Logger.Level(rawValue: $0.lowercased()) }) ?? defaults.logLevel else {
             throw ValidationError("log level '\(level ?? "")' is not one of trace, debug, info, notice, warning, error, critical")
+        }
+        let format = try logFormat ?? environment.string("HERALD_LOG_FORMAT")
+        guard let logFormat = format.map({ LogFormat(name: $0) }) ?? defaults.logFormat else {
+            throw ValidationError("log format '\(format ?? "")' is not one of \(LogFormat.names)")
         }
         let configuration = HeraldConfiguration(
             host: try host ?? environment.string("HERALD_HOST") ?? defaults.host,
@@ -81,6 +95,7 @@ struct Serve: AsyncParsableCommand {
             maxMediaPerPost: try maxMediaPerPost ?? environment.int("HERALD_MAX_MEDIA_PER_POST") ?? defaults.maxMediaPerPost,
             shutdownGrace: try shutdownGrace ?? environment.int("HERALD_SHUTDOWN_GRACE") ?? defaults.shutdownGrace,
             logLevel: logLevel,
+            logFormat: logFormat,
             httpThreads: try httpThreads ?? environment.int("HERALD_HTTP_THREADS") ?? defaults.httpThreads,
             maxConnections: try maxConnections ?? environment.int("HERALD_MAX_CONNECTIONS") ?? defaults.maxConnections,
             maxConnectionsPerIP: try maxConnectionsPerIP ?? environment.int("HERALD_MAX_CONNECTIONS_PER_IP") ?? defaults.maxConnectionsPerIP,

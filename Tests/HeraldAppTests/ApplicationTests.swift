@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import CoreMetrics
 import Foundation
 import HTTPTypes
 import HeraldStorage
@@ -6,16 +7,27 @@ import Logging
 import MicroHTTP
 import NIOCore
 import NIOHTTP1
+import Prometheus
 import Publishing
 import ServiceLifecycle
 import Testing
 
 @testable import HeraldApp
 
+/// The registry every test's Herald records into: `MetricsSystem` takes one factory per process, as `herald serve` does.
+enum TestMetrics {
+    static let registry: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }()
+}
+
 /// Builds Herald on a temporary data directory and 127.0.0.1:0, runs it while `body` runs, then shuts it down.
 func withHerald<T: Sendable>(
     configure: (inout HeraldConfiguration) -> Void = { _ in },
     store: (any MediaStore)? = nil,
+    metrics: PrometheusCollectorRegistry = TestMetrics.registry,
     _ body: @Sendable (_ base: String, _ group: ServiceGroup, _ application: Application) async throws -> T
 ) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString)").path
@@ -28,6 +40,7 @@ func withHerald<T: Sendable>(
     let application = try Application.build(
         configuration: configuration,
         logger: logger,
+        metrics: metrics,
         store: store
     ) { port in
         continuation.yield(port)
@@ -93,6 +106,20 @@ struct ApplicationTests {
             #expect(body.contains(#"herald_jobs{state="queued"} 0"#))
             #expect(body.contains("herald_queue_depth 0"))
         }
+    }
+
+    @Test func metricsServesTheRegistryTheCallerGave() async throws {
+        // A registry of the test's own, not bootstrapped: /metrics shows what is in it, and only that.
+        let registry = PrometheusCollectorRegistry()
+        registry.makeCounter(descriptor: MetricNameDescriptor(metricName: "herald_test_marker", unitName: "total", helpText: "a marker")).increment()
+        try await withHerald(metrics: registry) { base, _, _ in
+            let (status, _, body) = try await get("\(base)/metrics")
+            #expect(status == .ok)
+            #expect(body.contains("herald_test_marker"))
+            #expect(!body.contains("http_requests_total"))
+        }
+        let (_, _, shared) = try await withHerald { base, _, _ in try await get("\(base)/metrics") }
+        #expect(!shared.contains("herald_test_marker"))
     }
 
     @Test func readyzTurns503WhenShutdownBegins() async throws {

@@ -9,7 +9,7 @@ struct JobRoutes {
 
     func register(in router: inout Router) {
         router.get("/v1/jobs") { request in
-            try .json(try await service.list(try ListParameters(request, states: JobState.self)), encoder: .api)
+            .json(try await service.list(try ListParameters(request, states: JobState.self)))
         }
         // A plain status poll is answered on the HTTP thread; a long-poll (?wait=N, N > 0) waits in a task.
         router.get(
@@ -52,9 +52,9 @@ struct JobRoutes {
     private func cancel(_ id: String) async throws -> Response {
         switch try await service.cancel(id) {
         case .accepted(let job):
-            return try .json(job, status: .accepted, headerFields: [.location: "/v1/jobs/\(job.id)"], encoder: .api)
+            return .json(job, status: .accepted, headerFields: [.location: "/v1/jobs/\(job.id)"])
         case .alreadyCancelled(let job):
-            return try .json(job, encoder: .api)
+            return .json(job)
         }
     }
 }

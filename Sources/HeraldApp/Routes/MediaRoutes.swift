@@ -29,7 +29,7 @@ struct MediaRoutes {
             guard let mediaID = MediaID(validating: id), let media = try await repository.find(id: mediaID) else {
                 throw HTTPError.unknown("media", id)
             }
-            return try .json(media, encoder: .api)
+            return .json(media)
         }
         router.delete("/v1/media/{id}") { request in
             let id = try request.parameters.require("id")
@@ -76,7 +76,7 @@ struct MediaRoutes {
                 createdAt: Timestamp.now()
             )
             try await repository.insert(media, stagingPath: staged.relativePath)
-            return try .json(media, status: .created, headerFields: [.location: "/v1/media/\(id)"], encoder: .api)
+            return .json(media, status: .created, headerFields: [.location: "/v1/media/\(id)"])
         } catch {
             staging.remove(staged.relativePath)
             throw error
@@ -118,13 +118,4 @@ struct MediaRoutes {
     where Chunks.Element == [UInt8] {
         try await staging.stage(request: chunks, mediaID: id, type: type, maxBytes: maxMediaBytes, whenEmpty: "the media body is empty")
     }
-}
-
-extension JSONEncoder {
-    /// The API's JSON: compact, slashes unescaped.
-    static let api: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
-        return encoder
-    }()
 }

@@ -39,22 +39,22 @@ struct PostRoutes {
                     detail: "'\(contentType)' is not accepted; send application/json or multipart/form-data"
                 )
             }
-            return try Self.accepted(created)
+            return Self.accepted(created)
         }
         router.get("/v1/posts") { request in
-            try .json(try await service.list(try ListParameters(request, states: PostState.self)), encoder: .api)
+            .json(try await service.list(try ListParameters(request, states: PostState.self)))
         }
         router.get("/v1/posts/{id}") { request in
-            try .json(try await service.find(try request.parameters.require("id")), encoder: .api)
+            .json(try await service.find(try request.parameters.require("id")))
         }
         router.post("/v1/posts/{id}/publish") { request in
-            try Self.accepted(try await service.republish(try request.parameters.require("id")))
+            Self.accepted(try await service.republish(try request.parameters.require("id")))
         }
     }
 
     /// 202 with the job's `Location`.
-    private static func accepted(_ postAndJob: PostAndJob) throws -> Response {
-        try .json(postAndJob, status: .accepted, headerFields: [.location: "/v1/jobs/\(postAndJob.job.id)"], encoder: .api)
+    private static func accepted(_ postAndJob: PostAndJob) -> Response {
+        .json(postAndJob, status: .accepted, headerFields: [.location: "/v1/jobs/\(postAndJob.job.id)"])
     }
 
     // MARK: Reading the request

@@ -10,15 +10,15 @@ struct QueueRoutes {
 
     func register(in router: inout Router) {
         router.get("/v1/queue") { _ in
-            try .json(try await status(), encoder: .api)
+            .json(try await status())
         }
         router.post("/v1/queue/pause") { _ in
             await runner.pause()
-            return try .json(try await status(), encoder: .api)
+            return .json(try await status())
         }
         router.post("/v1/queue/resume") { _ in
             await runner.resume()
-            return try .json(try await status(), encoder: .api)
+            return .json(try await status())
         }
     }
 

@@ -177,10 +177,7 @@ struct PostService: Sendable {
         var hasher = SHA256()
         hasher.update(data: Array("POST /v1/posts\n".utf8))
         hasher.update(data: json)
-        return hasher.finalize().map { byte in
-            let digits = Array("0123456789abcdef".utf8)
-            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
-        }.joined()
+        return hasher.finalize().hexString
     }
 }
 

@@ -4,6 +4,8 @@ import NIOPosix
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Musl)
+    import Musl
 #elseif canImport(Darwin)
     import Darwin
 #endif
@@ -64,7 +66,7 @@ struct StagingArea: Sendable {
             try await file.synchronize()
             try file.close()
             guard rename(partialPath, finalPath) == 0 else { throw StagingError.io("rename", errno) }
-            return Staged(relativePath: relativePath, size: size, sha256: Self.hex(hasher.finalize()))
+            return Staged(relativePath: relativePath, size: size, sha256: hasher.finalize().hexString)
         } catch {
             try? file.close()
             unlink(partialPath)
@@ -78,17 +80,6 @@ struct StagingArea: Sendable {
     }
 
     private static let batchSize = 256 << 10
-
-    private static func hex(_ digest: SHA256.Digest) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(64)
-        for byte in digest {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
 
     private static func makeDirectory(_ path: String) throws {
         guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw StagingError.io("mkdir \(path)", errno) }
@@ -114,12 +105,12 @@ private final class StagingFile: @unchecked Sendable {
         guard descriptor >= 0 else { throw StagingError.io("open \(path)", errno) }
     }
 
-    deinit { if descriptor >= 0 { Glibc.close(descriptor) } }
+    deinit { if descriptor >= 0 { systemClose(descriptor) } }
 
     func write(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            let written = bytes.withUnsafeBytes { systemWrite(descriptor, $0.baseAddress! + offset, $0.count - offset) }
             if written < 0 {
                 if errno == EINTR { continue }
                 throw StagingError.io("write", errno)
@@ -137,8 +128,33 @@ private final class StagingFile: @unchecked Sendable {
 
     func close() throws {
         guard descriptor >= 0 else { return }
-        let result = Glibc.close(descriptor)
+        let result = systemClose(descriptor)
         descriptor = -1
         guard result == 0 else { throw StagingError.io("close", errno) }
     }
+}
+
+// MARK: The C calls `StagingFile` shadows with its own `write` and `close`
+
+/// `write(2)`, from the platform's C library.
+private func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+    #if canImport(Glibc)
+        Glibc.write(descriptor, buffer, count)
+    #elseif canImport(Musl)
+        Musl.write(descriptor, buffer, count)
+    #elseif canImport(Darwin)
+        Darwin.write(descriptor, buffer, count)
+    #endif
+}
+
+/// `close(2)`, from the platform's C library.
+@discardableResult
+private func systemClose(_ descriptor: Int32) -> Int32 {
+    #if canImport(Glibc)
+        Glibc.close(descriptor)
+    #elseif canImport(Musl)
+        Musl.close(descriptor)
+    #elseif canImport(Darwin)
+        Darwin.close(descriptor)
+    #endif
 }

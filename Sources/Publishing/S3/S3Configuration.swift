@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// Where an ``S3MediaStore`` puts objects: the bucket, the endpoint, the region and the key to sign with.
 ///
 /// Written on the command line as `s3://BUCKET?endpoint=http://HOST:PORT&region=REGION`: path-style
@@ -37,70 +43,84 @@ public struct S3Configuration: Sendable, Hashable {
     }
 
     /// Parses `s3://BUCKET?endpoint=URL&region=REGION`; the error says what is wrong and how it should look.
+    ///
+    /// Foundation's `URLComponents` splits both URLs and percent-decodes the query values, so an endpoint may be
+    /// written as is (`endpoint=http://HOST:PORT`) or encoded (`endpoint=http%3A%2F%2FHOST%3APORT`).
     public init(url: String, credentials: SigV4Signer.Credentials, publicBaseURL: String? = nil) throws(S3ConfigurationError) {
         let form = "s3://BUCKET?endpoint=http://HOST:PORT&region=REGION"
         guard url.hasPrefix("s3://") else {
             throw S3ConfigurationError("'\(url)' is not an S3 store URL: expected \(form)")
         }
-        let rest = url.dropFirst("s3://".count)
-        let bucket = String(rest.prefix { $0 != "?" && $0 != "/" })
+        guard let components = URLComponents(string: url) else {
+            throw S3ConfigurationError("'\(url)' is not a valid URL: expected \(form)")
+        }
+        let bucket = components.host ?? ""
         guard Self.isValidBucket(bucket) else {
             throw S3ConfigurationError(
                 "'\(bucket)' is not a valid bucket name (3 to 63 lower-case letters, digits, '.' and '-'): expected \(form)"
             )
         }
-        var remainder = rest.dropFirst(bucket.count)
-        if remainder.first == "/" { remainder = remainder.drop { $0 == "/" } }
-        if !remainder.isEmpty && remainder.first != "?" {
+        guard components.path.allSatisfy({ $0 == "/" }) else {
             throw S3ConfigurationError("'\(url)' has a path after the bucket; keys are chosen by Herald: expected \(form)")
+        }
+        guard components.user == nil, components.password == nil, components.port == nil, components.fragment == nil else {
+            throw S3ConfigurationError("'\(url)' has a user, port or fragment around the bucket: expected \(form)")
         }
         var endpoint: String?
         var region = "us-east-1"
-        for pair in remainder.dropFirst().split(separator: "&") {
-            let name = pair.prefix { $0 != "=" }
-            let value = Self.percentDecoded(pair.dropFirst(name.count + 1))
-            switch name {
-            case "endpoint": endpoint = value
-            case "region": region = value
-            default: throw S3ConfigurationError("unknown parameter '\(name)' in '\(url)': expected \(form)")
+        var seen: Set<String> = []
+        // `a&&b` holds an empty item between the two; nothing was written there.
+        for item in components.queryItems ?? [] where !(item.name.isEmpty && item.value == nil) {
+            guard seen.insert(item.name).inserted else {
+                throw S3ConfigurationError("parameter '\(item.name)' is given twice in '\(url)': expected \(form)")
+            }
+            switch item.name {
+            case "endpoint": endpoint = item.value ?? ""
+            case "region": region = item.value ?? ""
+            default: throw S3ConfigurationError("unknown parameter '\(item.name)' in '\(url)': expected \(form)")
             }
         }
         guard !region.isEmpty, region.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else {
             throw S3ConfigurationError("'\(region)' is not a valid region, such as us-east-1")
         }
-
         let endpointURL = endpoint ?? "https://s3.\(region).amazonaws.com"
-        let scheme = String(endpointURL.prefix { $0 != ":" }).lowercased()
-        guard scheme == "http" || scheme == "https", endpointURL.dropFirst(scheme.count).hasPrefix("://") else {
-            throw S3ConfigurationError("endpoint '\(endpointURL)' must start with http:// or https://")
-        }
-        let authority = endpointURL.dropFirst(scheme.count + 3).prefix { $0 != "/" }
-        guard endpointURL.dropFirst(scheme.count + 3 + authority.count).allSatisfy({ $0 == "/" }) else {
-            throw S3ConfigurationError("endpoint '\(endpointURL)' must not have a path: path-style addressing adds /BUCKET/KEY")
-        }
-        let host: Substring
-        var port: Int?
-        if let colon = authority.lastIndex(of: ":"), !authority.hasSuffix("]") {
-            host = authority[..<colon]
-            guard let number = Int(authority[authority.index(after: colon)...]), (1...65535).contains(number) else {
-                throw S3ConfigurationError("endpoint '\(endpointURL)' has an invalid port")
-            }
-            port = number
-        } else {
-            host = authority
-        }
-        guard !host.isEmpty, !host.contains("@") else {
-            throw S3ConfigurationError("endpoint '\(endpointURL)' has no host (or has credentials in it: use AWS_ACCESS_KEY_ID)")
-        }
+        let (scheme, host, port) = try Self.parseEndpoint(endpointURL)
         self.init(
             scheme: scheme,
-            host: String(host),
+            host: host,
             port: port,
             bucket: bucket,
             region: region,
             credentials: credentials,
             publicBaseURL: publicBaseURL
         )
+    }
+
+    /// The scheme, host (IPv6 in brackets) and port of `http[s]://HOST[:PORT]`, which must be nothing more.
+    private static func parseEndpoint(_ endpoint: String) throws(S3ConfigurationError) -> (scheme: String, host: String, port: Int?) {
+        let lowered = endpoint.lowercased()
+        guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://") else {
+            throw S3ConfigurationError("endpoint '\(endpoint)' must start with http:// or https://")
+        }
+        guard let components = URLComponents(string: endpoint), let scheme = components.scheme?.lowercased() else {
+            throw S3ConfigurationError("endpoint '\(endpoint)' is not a valid URL: expected http://HOST[:PORT]")
+        }
+        guard components.user == nil, components.password == nil else {
+            throw S3ConfigurationError("endpoint '\(endpoint)' has credentials in it: use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+        }
+        guard let host = components.encodedHost, !host.isEmpty else {
+            throw S3ConfigurationError("endpoint '\(endpoint)' has no host")
+        }
+        if let port = components.port, !(1...65535).contains(port) {
+            throw S3ConfigurationError("endpoint '\(endpoint)' has an invalid port (1 to 65535)")
+        }
+        guard components.path.allSatisfy({ $0 == "/" }) else {
+            throw S3ConfigurationError("endpoint '\(endpoint)' must not have a path: path-style addressing adds /BUCKET/KEY")
+        }
+        guard components.query == nil, components.fragment == nil else {
+            throw S3ConfigurationError("endpoint '\(endpoint)' must not have a query or fragment: expected http://HOST[:PORT]")
+        }
+        return (scheme, host, components.port)
     }
 
     /// `scheme://host[:port]`, as written.
@@ -123,21 +143,6 @@ public struct S3Configuration: Sendable, Hashable {
         }
         let edges = [bytes.first!, bytes.last!].allSatisfy { $0 != UInt8(ascii: ".") && $0 != UInt8(ascii: "-") }
         return allowed && edges
-    }
-
-    private static func percentDecoded(_ text: Substring) -> String {
-        var bytes: [UInt8] = []
-        var iterator = Array(text.utf8).makeIterator()
-        while let byte = iterator.next() {
-            if byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
-                let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
-            {
-                bytes.append(value)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

@@ -258,7 +258,7 @@ public struct S3MediaStore: MediaStore, Service {
 
     /// The key's segments percent-encoded, the slashes between them kept: S3 signs the path as sent.
     static func encodedPath(_ key: String) -> String {
-        key.split(separator: "/", omittingEmptySubsequences: false).map { SigV4Signer.uriEncode($0) }.joined(separator: "/")
+        key.split(separator: "/", omittingEmptySubsequences: false).map { percentEncoded($0, keeping: .unreserved) }.joined(separator: "/")
     }
 }
 

@@ -40,7 +40,7 @@ public struct SigV4Signer: Sendable {
 
     /// The SHA-256 of a body held in memory, in the lowercase hex that `x-amz-content-sha256` carries.
     public static func payloadHash(_ body: some Sequence<UInt8>) -> String {
-        hex(SHA256.hash(data: Array(body)))
+        Hex.encode(SHA256.hash(data: Array(body)))
     }
 
     public var credentials: Credentials
@@ -102,10 +102,10 @@ public struct SigV4Signer: Sendable {
             "AWS4-HMAC-SHA256",
             amzDate,
             scope,
-            Self.hex(SHA256.hash(data: Array(canonicalRequest.utf8))),
+            Hex.encode(SHA256.hash(data: Array(canonicalRequest.utf8))),
         ].joined(separator: "\n")
 
-        let signature = Self.hex(HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: signingKey(day: day)))
+        let signature = Hex.encode(HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: signingKey(day: day)))
         let authorization =
             "AWS4-HMAC-SHA256 Credential=\(credentials.accessKeyID)/\(scope), SignedHeaders=\(signedHeaders), Signature=\(signature)"
         return Signature(canonicalRequest: canonicalRequest, stringToSign: stringToSign, authorization: authorization, headers: headers)
@@ -135,12 +135,12 @@ public struct SigV4Signer: Sendable {
             }
         }
         let trailingSlash = path.hasSuffix("/") && !segments.isEmpty
-        return "/" + segments.map { Self.uriEncode($0) }.joined(separator: "/") + (trailingSlash ? "/" : "")
+        return "/" + segments.map { percentEncoded($0, keeping: .unreserved) }.joined(separator: "/") + (trailingSlash ? "/" : "")
     }
 
     /// `name=value` pairs, each encoded, sorted by name then value, joined by `&`.
     static func canonicalQuery(_ query: [(name: String, value: String)]) -> String {
-        query.map { (name: uriEncode($0.name), value: uriEncode($0.value)) }
+        query.map { (name: percentEncoded($0.name, keeping: .unreserved), value: percentEncoded($0.value, keeping: .unreserved)) }
             .sorted { $0.name == $1.name ? $0.value < $1.value : $0.name < $1.name }
             .map { "\($0.name)=\($0.value)" }
             .joined(separator: "&")
@@ -159,26 +159,6 @@ public struct SigV4Signer: Sendable {
         value.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
     }
 
-    /// RFC 3986 percent-encoding of everything but the unreserved characters, with upper-case hex.
-    static func uriEncode(_ text: some StringProtocol) -> String {
-        var encoded = ""
-        encoded.reserveCapacity(text.utf8.count)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                encoded.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                encoded.unicodeScalars.append("%")
-                encoded.unicodeScalars.append(hexDigits[Int(byte >> 4)])
-                encoded.unicodeScalars.append(hexDigits[Int(byte & 0x0F)])
-            }
-        }
-        return encoded
-    }
-
-    private static let hexDigits = Array("0123456789ABCDEF".unicodeScalars)
-
     /// `YYYYMMDDTHHMMSSZ` in UTC, the form of `x-amz-date`.
     public static func amzDate(_ date: Timestamp) -> String {
         // RFC 3339 `YYYY-MM-DDTHH:MM:SS.SSSZ` with the separators and the fraction left out.
@@ -187,13 +167,4 @@ public struct SigV4Signer: Sendable {
         return String(decoding: picked, as: UTF8.self)
     }
 
-    static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text = [UInt8]()
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
 }

@@ -1,0 +1,109 @@
+import Foundation
+import HeraldCore
+import Testing
+
+/// The API objects written by `JSONWriter` (``JSONWritable``): members in API.md's order, byte for byte, and the same
+/// members and values as the `Encodable` forms the routes answered with before (`JSONEncoder.api`).
+@Suite("API objects written in their documented order")
+struct APIJSONTests {
+    /// HeraldApp's `JSONEncoder.api`: compact, slashes unescaped.
+    static let apiEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
+    }()
+
+    static let sha256AB = String(repeating: "ab", count: 32)
+    static let sha2560F = String(repeating: "0f", count: 32)
+    static let stagedJSON =
+        #"{"id":"01a202c0-f64b-7d41-9e6f-0a1b2c3d4e5f","content_type":"image/png","size":1234,"sha256":"\#(sha256AB)","#
+        + #""description":null,"state":"staged","url":null,"post_id":null,"created_at":"2026-11-22T10:15:30.123Z"}"#
+    static let publishedJSON =
+        #"{"id":"01a202c0-f64b-7d41-9e6f-0a1b2c3d4e5f","content_type":"video/quicktime","size":99,"sha256":"\#(sha2560F)","#
+        + #""description":"A cat","state":"uploaded","url":"https://cdn.example/objects/x.mov","#
+        + #""post_id":"01a202c0-f64b-7d41-9e6f-0a1b2c3d4e60","created_at":"2026-11-22T10:15:30.123Z"}"#
+
+    static let post = Post(
+        id: Fixtures.postID, text: "Hello \"world\"\n\t\u{1} é 🚀 </a>", state: .published,
+        media: [Fixtures.stagedMedia, Fixtures.publishedMedia], jobID: Fixtures.jobID, priority: .high,
+        scheduledAt: Fixtures.created, createdAt: Fixtures.created, publishedAt: Fixtures.later)
+    static let postJSON =
+        #"{"id":"01a202c0-f64b-7d41-9e6f-0a1b2c3d4e60","text":"Hello \"world\"\n\t\u0001 é 🚀 </a>","state":"published","#
+        + #""media":[\#(stagedJSON),\#(publishedJSON)],"job_id":"01a202c0-f64b-7d41-9e6f-0a1b2c3d4e61","priority":"high","#
+        + #""scheduled_at":"2026-11-22T10:15:30.123Z","created_at":"2026-11-22T10:15:30.123Z","#
+        + #""published_at":"2026-11-22T10:16:00.000Z"}"#
+
+    static let queuedPost = Post(
+        id: Fixtures.postID, text: "", state: .queued, media: [], jobID: Fixtures.jobID, createdAt: Fixtures.created)
+    static let queuedPostJSON =
+        #"{"id":"01a202c0-f64b-7d41-9e6f-0a1b2c3d4e60","text":"","state":"queued","media":[],"#
+        + #""job_id":"01a202c0-f64b-7d41-9e6f-0a1b2c3d4e61","priority":"normal","scheduled_at":null,"#
+        + #""created_at":"2026-11-22T10:15:30.123Z","published_at":null}"#
+
+    static let job = Job(
+        id: Fixtures.jobID, postID: Fixtures.postID, state: .queued, runAt: Fixtures.created,
+        uploads: [Job.Upload(mediaID: Fixtures.mediaID)], createdAt: Fixtures.created)
+
+    /// Both texts parsed: equal members and values, whatever their order.
+    static func sameJSON(_ written: [UInt8], _ encoded: some Encodable) throws -> Bool {
+        let left = try JSONSerialization.jsonObject(with: Data(written)) as? NSDictionary
+        let right = try JSONSerialization.jsonObject(with: apiEncoder.encode(encoded)) as? NSDictionary
+        return left != nil && left == right
+    }
+
+    static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+    @Test("media: exact bytes, nulls included, and what JSONEncoder says")
+    func media() throws {
+        #expect(Self.text(Fixtures.stagedMedia.json) == Self.stagedJSON)
+        #expect(Self.text(Fixtures.publishedMedia.json) == Self.publishedJSON)
+        #expect(try Self.sameJSON(Fixtures.stagedMedia.json, Fixtures.stagedMedia))
+        #expect(try Self.sameJSON(Fixtures.publishedMedia.json, Fixtures.publishedMedia))
+    }
+
+    @Test("a post with its media: exact bytes, text escaped, and what JSONEncoder says")
+    func postWithMedia() throws {
+        #expect(Self.text(Self.post.json) == Self.postJSON)
+        #expect(try Self.sameJSON(Self.post.json, Self.post))
+        #expect(try JSONDecoder().decode(Post.self, from: Data(Self.post.json)) == Self.post)
+        #expect(Self.text(Self.queuedPost.json) == Self.queuedPostJSON)
+        #expect(try Self.sameJSON(Self.queuedPost.json, Self.queuedPost))
+    }
+
+    @Test("a page with a next_cursor, and the last page with null")
+    func pages() throws {
+        let cursor = Cursor(createdAt: Fixtures.created, id: Fixtures.postID.rawValue)
+        let page = Page(data: [Self.post, Self.queuedPost], nextCursor: cursor)
+        #expect(Self.text(page.json) == #"{"data":[\#(Self.postJSON),\#(Self.queuedPostJSON)],"next_cursor":"\#(cursor.encoded)"}"#)
+        #expect(try Self.sameJSON(page.json, page))
+
+        let last = Page(data: [Self.queuedPost], nextCursor: nil)
+        #expect(Self.text(last.json) == #"{"data":[\#(Self.queuedPostJSON)],"next_cursor":null}"#)
+        #expect(try Self.sameJSON(last.json, last))
+
+        let empty = Page<Post>(data: [], nextCursor: nil)
+        #expect(Self.text(empty.json) == #"{"data":[],"next_cursor":null}"#)
+    }
+
+    @Test("a page of jobs holds each job as Job.json writes it")
+    func pageOfJobs() throws {
+        let page = Page(data: [Self.job, Self.job], nextCursor: nil)
+        let jobJSON = Self.text(Self.job.json)
+        #expect(Self.text(page.json) == #"{"data":[\#(jobJSON),\#(jobJSON)],"next_cursor":null}"#)
+        #expect(try Self.sameJSON(page.json, page))
+    }
+
+    @Test("{post, job}: the post first, then the job")
+    func postAndJob() throws {
+        let value = PostAndJob(post: Self.queuedPost, job: Self.job)
+        #expect(Self.text(value.json) == #"{"post":\#(Self.queuedPostJSON),"job":\#(Self.text(Self.job.json))}"#)
+        #expect(try Self.sameJSON(value.json, value))
+    }
+
+    @Test("the queue object")
+    func queue() throws {
+        let status = QueueStatus(paused: true, workers: 8, running: 2, queued: 15, scheduled: 0)
+        #expect(Self.text(status.json) == #"{"paused":true,"workers":8,"running":2,"queued":15,"scheduled":0}"#)
+        #expect(try Self.sameJSON(status.json, status))
+    }
+}
