@@ -115,14 +115,3 @@ public final class LineWriter: Sendable {
         }
     }
 }
-
-/// `write(2)`, from the platform's C library (`LineWriter.write` shadows it).
-private func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-    #if canImport(Glibc)
-        Glibc.write(descriptor, buffer, count)
-    #elseif canImport(Musl)
-        Musl.write(descriptor, buffer, count)
-    #elseif canImport(Darwin)
-        Darwin.write(descriptor, buffer, count)
-    #endif
-}

@@ -62,49 +62,42 @@ public enum JSONSyntax {
         }
 
         mutating func object(depth: Int) throws(SyntaxError) {
-            guard depth <= JSONSyntax.maxDepth else { throw SyntaxError(description: "nested deeper than \(JSONSyntax.maxDepth) at byte \(offset)") }
-            try expect(UInt8(ascii: "{"))
-            skipWhitespace()
-            if current == UInt8(ascii: "}") {
-                offset += 1
-                return
-            }
-            while true {
-                skipWhitespace()
-                try string()
-                skipWhitespace()
-                try expect(UInt8(ascii: ":"))
-                skipWhitespace()
-                try value(depth: depth)
-                skipWhitespace()
-                if current == UInt8(ascii: ",") {
-                    offset += 1
-                    continue
-                }
-                try expect(UInt8(ascii: "}"))
-                return
+            try container(open: UInt8(ascii: "{"), close: UInt8(ascii: "}"), depth: depth) { scanner throws(SyntaxError) in
+                try scanner.string()
+                scanner.skipWhitespace()
+                try scanner.expect(UInt8(ascii: ":"))
+                scanner.skipWhitespace()
+                try scanner.value(depth: depth)
             }
         }
 
         mutating func array(depth: Int) throws(SyntaxError) {
-            guard depth <= JSONSyntax.maxDepth else { throw SyntaxError(description: "nested deeper than \(JSONSyntax.maxDepth) at byte \(offset)") }
-            try expect(UInt8(ascii: "["))
+            try container(open: UInt8(ascii: "["), close: UInt8(ascii: "]"), depth: depth) { scanner throws(SyntaxError) in
+                try scanner.value(depth: depth)
+            }
+        }
+
+        /// `open`, then members separated by commas (none after the last), then `close`.
+        mutating func container(
+            open: UInt8, close: UInt8, depth: Int, member: (inout Scanner) throws(SyntaxError) -> Void
+        ) throws(SyntaxError) {
+            guard depth <= JSONSyntax.maxDepth else {
+                throw SyntaxError(description: "nested deeper than \(JSONSyntax.maxDepth) at byte \(offset)")
+            }
+            try expect(open)
             skipWhitespace()
-            if current == UInt8(ascii: "]") {
+            if current == close {
                 offset += 1
                 return
             }
             while true {
                 skipWhitespace()
-                try value(depth: depth)
+                try member(&self)
                 skipWhitespace()
-                if current == UInt8(ascii: ",") {
-                    offset += 1
-                    continue
-                }
-                try expect(UInt8(ascii: "]"))
-                return
+                guard current == UInt8(ascii: ",") else { break }
+                offset += 1
             }
+            try expect(close)
         }
 
         mutating func string() throws(SyntaxError) {

@@ -58,7 +58,7 @@ public struct ResponseBody: Sendable {
         ResponseBody(storage: .stream(produce))
     }
 
-    /// The bytes, for tests and for bodies at hand (`nil` for a stream).
+    /// The bytes of a body at hand (`nil` for a stream).
     public var bytes: [UInt8]? {
         if case .bytes(let bytes) = storage { return bytes }
         return nil

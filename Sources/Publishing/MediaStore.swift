@@ -29,7 +29,7 @@ public protocol MediaStore: Sendable {
     /// The URL under which the object stored under `key` is (or would be) published.
     func url(for key: String) -> String
 
-    /// Whether an object is stored under `key` (for tests and for idempotent re-runs).
+    /// Whether an object is stored under `key`: the store side of a consistency check against the rows.
     func exists(key: String) async throws -> Bool
 
     /// Why the store cannot take uploads now, in words (for `/readyz` and the log); `nil` when it can.

@@ -182,6 +182,19 @@ struct PostRoutesTests {
         }
     }
 
+    /// Foundation's decoder takes a trailing comma; RFC 8259 does not, and neither does Herald: nothing is published.
+    @Test func jsonThatRFC8259RefusesIsA400AndPublishesNothing() async throws {
+        try await withHerald { base, _, _ in
+            for body in [#"{"text": "a",}"#, #"{"text": "a", "media_ids": [],}"#, #"{"text": "a" /* c */}"#, #"{"text": "a", "n": NaN}"#] {
+                let answer = try await exchange(.POST, "\(base)/v1/posts", contentType: "application/json", body: Array(body.utf8))
+                #expect(answer.status == .badRequest, "\(body)")
+                #expect((answer.json["detail"] as? String)?.hasPrefix("the body is not valid JSON") == true, "\(body)")
+            }
+            let posts = try await send(.GET, "\(base)/v1/posts")
+            #expect((posts.json["data"] as? [Any])?.isEmpty == true)
+        }
+    }
+
     @Test func idempotencyKeyReplaysTheSamePostAndRefusesAnotherPayload() async throws {
         try await withHerald { base, _, _ in
             let media = try await uploadMedia(base)

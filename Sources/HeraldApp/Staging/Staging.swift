@@ -133,28 +133,3 @@ private final class StagingFile: @unchecked Sendable {
         guard result == 0 else { throw StagingError.io("close", errno) }
     }
 }
-
-// MARK: The C calls `StagingFile` shadows with its own `write` and `close`
-
-/// `write(2)`, from the platform's C library.
-private func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-    #if canImport(Glibc)
-        Glibc.write(descriptor, buffer, count)
-    #elseif canImport(Musl)
-        Musl.write(descriptor, buffer, count)
-    #elseif canImport(Darwin)
-        Darwin.write(descriptor, buffer, count)
-    #endif
-}
-
-/// `close(2)`, from the platform's C library.
-@discardableResult
-private func systemClose(_ descriptor: Int32) -> Int32 {
-    #if canImport(Glibc)
-        Glibc.close(descriptor)
-    #elseif canImport(Musl)
-        Musl.close(descriptor)
-    #elseif canImport(Darwin)
-        Darwin.close(descriptor)
-    #endif
-}
