@@ -156,15 +156,16 @@ public struct PostRequest: Sendable, Equatable {
         self.priority = priority
     }
 
-    /// The states a new post and its job start in, and when the job may first be claimed.
+    /// The step that creates the post and its job (``Transition/schedule`` or ``Transition/enqueue``), and when the
+    /// job may first be claimed.
     ///
     /// A `scheduled_at` later than `now` makes both `scheduled` until then; one that is absent or already
     /// past publishes now (`queued`, `run_at = now`), since waiting for a past time means not waiting.
-    public func initialSchedule(now: Timestamp) -> (post: PostState, job: JobState, runAt: Timestamp) {
+    public func initialSchedule(now: Timestamp) -> (step: Transition, runAt: Timestamp) {
         if let scheduledAt, scheduledAt > now {
-            return (.scheduled, .scheduled, scheduledAt)
+            return (.schedule, scheduledAt)
         }
-        return (.queued, .queued, now)
+        return (.enqueue, now)
     }
 }
 

@@ -16,8 +16,7 @@ enum Transitions {
     static func create(
         _ db: Database, postID: PostID, jobID: JobID, request: PostRequest, now: Timestamp, changed: inout ChangedJobs
     ) throws {
-        let isLater = request.scheduledAt.map { $0 > now } ?? false
-        let step: Transition = isLater ? .schedule : .enqueue
+        let (step, runAt) = request.initialSchedule(now: now)
         try db.run(
             """
             INSERT INTO posts (id, text, state, priority, scheduled_at, created_at, published_at, job_id)
@@ -29,7 +28,7 @@ enum Transitions {
             try db.run("UPDATE media SET post_id = ?, position = ? WHERE id = ? AND post_id IS NULL", [postID, position, mediaID])
             guard db.changesCount == 1 else { throw UnreadableRow(table: "media", id: mediaID.rawValue, reason: "could not be attached") }
         }
-        try insertJob(db, step, jobID: jobID, postID: postID, priority: request.priority, runAt: isLater ? request.scheduledAt! : now, now: now)
+        try insertJob(db, step, jobID: jobID, postID: postID, priority: request.priority, runAt: runAt, now: now)
         changed.insert(jobID)
     }
 

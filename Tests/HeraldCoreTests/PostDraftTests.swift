@@ -124,16 +124,16 @@ struct PostDraftTests {
         let future = now.adding(milliseconds: 60_000)
 
         let scheduled = PostRequest(text: "Hi", mediaIDs: [], scheduledAt: future).initialSchedule(now: now)
-        #expect(scheduled.post == .scheduled && scheduled.job == .scheduled && scheduled.runAt == future)
+        #expect(scheduled.step == .schedule && scheduled.step.post == .scheduled && scheduled.step.job == .scheduled && scheduled.runAt == future)
 
         let past = PostRequest(text: "Hi", mediaIDs: [], scheduledAt: now.adding(milliseconds: -1)).initialSchedule(now: now)
-        #expect(past.post == .queued && past.job == .queued && past.runAt == now)
+        #expect(past.step == .enqueue && past.step.post == .queued && past.step.job == .queued && past.runAt == now)
 
         let immediate = PostRequest(text: "Hi", mediaIDs: []).initialSchedule(now: now)
-        #expect(immediate.post == .queued && immediate.job == .queued && immediate.runAt == now)
+        #expect(immediate.step == .enqueue && immediate.runAt == now)
 
         let exactlyNow = PostRequest(text: "Hi", mediaIDs: [], scheduledAt: now).initialSchedule(now: now)
-        #expect(exactlyNow.post == .queued && exactlyNow.runAt == now)
+        #expect(exactlyNow.step == .enqueue && exactlyNow.runAt == now)
     }
 
     @Test("validation issues encode as the problem document's errors members")

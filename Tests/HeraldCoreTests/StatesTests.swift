@@ -35,3 +35,35 @@ struct StatesTests {
         #expect(Priority.allCases.sorted { $0.rank < $1.rank } == [.high, .normal, .low])
     }
 }
+
+@Suite("The publish state machine")
+struct TransitionTests {
+    @Test("only new jobs start from nothing; every other step starts from an active job", arguments: Transition.allCases)
+    func startingStates(_ step: Transition) {
+        switch step {
+        case .enqueue, .schedule: #expect(step.jobFrom.isEmpty)
+        default: #expect(!step.jobFrom.isEmpty && step.jobFrom.allSatisfy { !$0.isDone })
+        }
+    }
+
+    @Test("a job and its post move together: done jobs leave a post done, active ones an active post", arguments: Transition.allCases)
+    func jobAndPostAgree(_ step: Transition) {
+        let postDone: Set<PostState> = [.published, .failed, .cancelled]
+        #expect(step.job.isDone == postDone.contains(step.post))
+        // Only a commit publishes, and it publishes exactly when every upload is uploaded.
+        #expect((step.post == .published) == (step == .commit))
+        if step == .commit { #expect(step.media == .uploaded && step.uploads?.to == .uploaded) }
+    }
+
+    @Test("a step that stops the job leaves its media staged for a re-publish, and nothing uploaded is called cancelled")
+    func stopsKeepMediaStaged() {
+        for step in [Transition.fail, .cancel, .putBack] {
+            #expect(step.media == .staged)
+            if let uploads = step.uploads, uploads.to == .cancelled {
+                #expect(!uploads.from.isEmpty && !uploads.from.contains(.uploaded), "\(step)")
+            }
+        }
+        #expect(Transition.cancel.jobFrom == JobState.active)
+        #expect(PostState.allCases.filter(\.canRepublish) == [.failed, .cancelled])
+    }
+}
