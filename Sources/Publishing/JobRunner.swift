@@ -72,8 +72,8 @@ public actor JobRunner: Service {
     /// The jobs this process runs, by id: behind a lock because job changes are heard on the committing thread.
     private let running = Mutex<[JobID: JobControl]>([:])
 
-    /// - Parameter changes: the committed job changes; the runner wakes for a queued job and stops a job whose
-    ///   cancel was requested, whoever wrote the change.
+    /// - Parameter changes: the committed job changes; the runner wakes for a queued or newly scheduled job and stops
+    ///   a job whose cancel was requested, whoever wrote the change.
     public init(jobs: JobRepository, store: any MediaStore, changes: JobChanges, configuration: RunnerConfiguration, logger: Logger) {
         self.jobs = jobs
         self.store = store
@@ -81,7 +81,8 @@ public actor JobRunner: Service {
         self.logger = logger
         changes.observe { [weak self] change in
             guard let self else { return }
-            if change.state == .queued { self.wakeup.fire() }
+            // Queued: claim it; scheduled (a new post for later): its `run_at` may be the next timer.
+            if change.state == .queued || change.state == .scheduled { self.wakeup.fire() }
             if change.cancelRequested, change.state == .running {
                 self.running.withLock { $0[change.jobID] }?.stop(.cancelRequested)
             }

@@ -277,6 +277,19 @@ struct JobRunnerTests {
         #expect(post.state == .queued)
     }
 
+    /// Nothing but the new job's change can wake the runner here (its idle timer is ten minutes): the job still runs.
+    @Test func aPostScheduledWhileTheRunnerIdlesRunsAtItsTime() async throws {
+        let harness = try Harness()
+        defer { harness.remove() }
+        var configuration = harness.configuration()
+        configuration.reclaimInterval = .seconds(600)
+        let job = try await harness.withRunner(TestStore(), configuration) { _ in
+            let created = try await harness.post(media: 1, scheduledAt: Timestamp.now().adding(milliseconds: 200))
+            return try await harness.waitUntilDone(created.job.id)
+        }
+        #expect(job.state == .succeeded)
+    }
+
     @Test func onceShutdownBeginsNoJobIsClaimed() async throws {
         let harness = try Harness()
         defer { harness.remove() }
