@@ -147,13 +147,13 @@ final class Daemon: Sendable {
         meter.duration.record(duration: elapsed)
         guard logger.logLevel <= .info else { return }
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+        // One literal with every member: added one by one, the dictionary grows and rehashes on the way.
         var metadata: Logger.Metadata = [
             "method": "\(method.rawValue)", "path": "\(path)", "status": "\(statusLabel)",
-            "bytes": "\(bytes.map(String.init) ?? "-")", "duration_us": "\(micros)",
+            "bytes": "\(bytes.map(String.init) ?? "-")", "duration_us": "\(micros)", "request_id": "\(requestID)",
+            "client": "\(client ?? "-")",
         ]
         if termination != .REQUEST_TERMINATED_COMPLETED_OK { metadata["termination"] = "\(termination.rawValue)" }
-        metadata["request_id"] = "\(requestID)"
-        metadata["client"] = "\(client ?? "-")"
         logger.info("request", metadata: metadata)
     }
 
