@@ -63,7 +63,6 @@ public struct Application: Sendable {
         // The way a publish takes: route -> service -> repository -> (the runner claims the job) -> media store.
         PostRoutes(
             service: PostService(posts: PostRepository(storage), staging: staging, maxMediaPerPost: configuration.maxMediaPerPost),
-            staging: staging,
             maxMediaBytes: configuration.maxMediaBytes
         ).register(in: &router)
         JobRoutes(

@@ -1,3 +1,4 @@
+import GRDB
 public import HeraldCore
 import Synchronization
 
@@ -117,5 +118,40 @@ public final class JobChanges: Sendable {
             let waiter = state.withLock { state in state.waiters.removeValue(forKey: token) }
             waiter?.continuation.resume()
         }
+    }
+}
+
+/// The jobs one write transaction changed: announced by ``Storage/write(_:)`` once it has committed.
+struct ChangedJobs {
+    private(set) var ids: [JobID] = []
+
+    mutating func insert(_ id: JobID) {
+        if !ids.contains(id) { ids.append(id) }
+    }
+
+    /// Each changed job's version and state as the transaction leaves them.
+    func read(_ db: Database) throws -> [JobChange] {
+        guard !ids.isEmpty else { return [] }
+        return try Row.fetchAll(
+            db,
+            sql: "SELECT id, version, state, cancel_requested FROM jobs WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+            arguments: StatementArguments(ids)
+        ).map { row in
+            guard let state = JobState(rawValue: row["state"]) else { throw UnreadableRow(table: "jobs", id: row["id"]) }
+            return JobChange(jobID: row["id"], version: row["version"], state: state, cancelRequested: (row["cancel_requested"] as Int) != 0)
+        }
+    }
+}
+
+extension Storage {
+    /// One write transaction; the jobs it changed are announced (``JobChanges``) once it has committed.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) async throws -> T {
+        let (value, changes) = try await pool.write { db in
+            var changed = ChangedJobs()
+            let value = try body(db, &changed)
+            return (value, try changed.read(db))
+        }
+        self.changes.publish(changes)
+        return value
     }
 }

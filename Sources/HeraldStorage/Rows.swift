@@ -227,3 +227,12 @@ extension Row: JobColumns {
     func int(_ column: JobColumn) -> Int? { self[column.name] }
     func timestamp(_ column: JobColumn) -> (value: Timestamp?, isReadable: Bool) { Rows.optionalTimestamp(self[column.name]) }
 }
+
+/// Ids bind and read as their text.
+extension ID: DatabaseValueConvertible, StatementBinding {
+    public var databaseValue: DatabaseValue { rawValue.databaseValue }
+
+    public static func fromDatabaseValue(_ dbValue: DatabaseValue) -> ID? {
+        String.fromDatabaseValue(dbValue).map(ID.init(rawValue:))
+    }
+}

@@ -73,6 +73,12 @@ final class Daemon: Sendable {
     /// True once shutdown began: answers carry `Connection: close`.
     var isDraining: Bool { draining.load(ordering: .relaxed) }
 
+    /// The headers every answer carries: its request id, and `Connection: close` when asked for or once draining.
+    func stamp(_ response: inout Response, requestID: String, close: Bool = false) {
+        response.headerFields[.requestID] = requestID
+        if close || isDraining { response.headerFields[.connection] = "close" }
+    }
+
     /// Stops accepting, lets requests in flight finish (cancelling their handlers if `cancel` turns true), stops.
     func shutdown() async {
         guard let handle = OpaquePointer(bitPattern: handle.exchange(0, ordering: .acquiringAndReleasing)) else { return }
@@ -317,8 +323,7 @@ final class Daemon: Sendable {
         logger: Logger
     ) -> MHD_Result {
         var response = response
-        response.headerFields[.requestID] = requestID
-        if close || isDraining { response.headerFields[.connection] = "close" }
+        stamp(&response, requestID: requestID, close: close)
         guard let prepared = PreparedResponse.make(response, stream: nil) else { return .NO }
         defer { prepared.release() }
         let queued = connection.queue(prepared.pointer, status: prepared.status)

@@ -195,8 +195,7 @@ final class Exchange: BodySource, Sendable {
     /// The 413 for a body past its limit, closing the connection: a client that sends too much is not kept.
     private func refusal() -> PreparedResponse? {
         var response = HTTPError.bodyTooLarge(limit: bodyLimit).response
-        response.headerFields[.requestID] = request.id
-        response.headerFields[.connection] = "close"
+        server.stamp(&response, requestID: request.id, close: true)
         return PreparedResponse.make(response, stream: nil)
     }
 
@@ -300,8 +299,7 @@ final class Exchange: BodySource, Sendable {
         var request = request
         request.body = RequestBody(source: self, declaredLength: declaredLength)
         var response = await Router.run(route, request)
-        response.headerFields[.requestID] = request.id
-        if server.isDraining { response.headerFields[.connection] = "close" }
+        server.stamp(&response, requestID: request.id)
         var sink: StreamSink?
         var produce: (@Sendable (ResponseBodyWriter) async throws -> Void)?
         if case .stream(let producer) = response.body.storage {

@@ -11,7 +11,6 @@ import MicroHTTP
 /// `POST /v1/posts`, `GET /v1/posts`, `GET /v1/posts/{id}`, `POST /v1/posts/{id}/publish`: HTTP to ``PostService`` calls.
 struct PostRoutes {
     let service: PostService
-    let staging: StagingArea
     let maxMediaBytes: Int
 
     /// A JSON body larger than this is refused (413).
@@ -81,7 +80,7 @@ struct PostRoutes {
                         throw HTTPError.unsupportedType(partType ?? "none")
                     }
                     let id = MediaID.generate()
-                    let staged = try await staging.stage(
+                    let staged = try await service.staging.stage(
                         request: PartBytes(parts: parts), mediaID: id, type: type, maxBytes: maxMediaBytes, whenEmpty: "a media part is empty"
                     )
                     form.files.append(PostForm.File(id: id, type: type, staged: staged))
@@ -103,7 +102,7 @@ struct PostRoutes {
                 }
             }
         } catch {
-            form.removeFiles(from: staging)
+            form.removeFiles(from: service.staging)
             throw error
         }
         return form
