@@ -47,4 +47,10 @@ static inline const struct sockaddr *herald_client_address(struct MHD_Connection
     return info == NULL ? NULL : info->client_addr;
 }
 
+/// Whether this libmicrohttpd was built with TLS (Debian's is, with GnuTLS).
+static inline _Bool herald_tls_supported(void)
+{
+    return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
+}
+
 #endif

@@ -1,3 +1,5 @@
+import Foundation
+public import HeraldCore
 public import HeraldStorage
 public import Logging
 public import MicroHTTP
@@ -16,8 +18,12 @@ public struct Application: Sendable {
     public let runner: JobRunner
     /// Where published media go: the one `--store` names, or the one the caller gave.
     public let store: any MediaStore
-    /// In start order; a `ServiceGroup` shuts them down in reverse: readiness, the server, the runner, then the store (S3 only).
+    /// In start order; a `ServiceGroup` shuts them down in reverse: readiness, the server, the runner, the key-use writer,
+    /// then the store (S3 only).
     public let services: [any Service]
+    /// The `initial-admin` key made at this start because the database held no key (`--auth keys`): the caller
+    /// prints it once. nil otherwise.
+    public let initialKey: CreatedKey?
     /// The routes, for tests that call them without a socket.
     let router: Router
     let readiness: Readiness
@@ -37,6 +43,11 @@ public struct Application: Sendable {
         store: (any MediaStore)? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> Application {
+        if configuration.auth == .off, !HeraldConfiguration.isLoopback(configuration.host) {
+            throw ConfigurationError(
+                "--auth off is refused on --host \(configuration.host): without keys, only a loopback address may listen")
+        }
+        let tls = try tlsFiles(configuration)
         let storage = try Storage.open(directory: configuration.dataDirectory, logger: logger)
         // Made last of what can fail: an S3 store owns an HTTP client, which must be shut down once made.
         let store = try store ?? makeStore(configuration, logger: logger)
@@ -57,6 +68,21 @@ public struct Application: Sendable {
         let readiness = Readiness { runner.stopClaiming() }
         let staging = StagingArea(dataDirectory: configuration.dataDirectory)
         var router = Router()
+
+        // The trust boundary: keys, tenants, scopes and rate limits, before any route.
+        let authenticator = Authenticator(keys: KeyRepository(storage), logger: logger)
+        let keys = KeyService(keys: KeyRepository(storage)) { authenticator.forget($0) }
+        var initialKey: CreatedKey?
+        switch configuration.auth {
+        case .keys:
+            initialKey = try keys.createInitialAdmin()
+            router.gate = AccessGate(
+                mode: .keys(authenticator), requestsPerSecond: configuration.rateLimit, failuresPerMinute: configuration.authFailureLimit)
+        case .off:
+            logger.warning("--auth off: every /v1/ call is accepted without a key, as tenant 'default' with every scope")
+            router.gate = AccessGate(mode: .off, requestsPerSecond: 0, failuresPerMinute: 0)
+        }
+        KeyRoutes(service: keys).register(in: &router)
         OperationsRoutes(storage: storage, store: store, jobs: JobRepository(storage), readiness: readiness, registry: metrics)
             .register(in: &router)
         MediaRoutes(repository: MediaRepository(storage), staging: staging, maxMediaBytes: configuration.maxMediaBytes).register(in: &router)
@@ -83,7 +109,9 @@ public struct Application: Sendable {
                 threads: configuration.httpThreads,
                 connectionLimit: configuration.maxConnections,
                 perIPConnectionLimit: configuration.maxConnectionsPerIP,
-                connectionTimeout: configuration.connectionTimeout
+                connectionTimeout: configuration.connectionTimeout,
+                tls: tls,
+                trustedProxies: TrustedProxies(configuration.trustedProxies)
             ),
             logger: logger,
             onListening: onListening
@@ -96,11 +124,30 @@ public struct Application: Sendable {
             server: server,
             runner: runner,
             store: store,
-            services: storeServices + [runner, server, readiness],
+            services: storeServices + [authenticator, runner, server, readiness],
+            initialKey: initialKey,
             router: router,
             readiness: readiness,
             logger: logger
         )
+    }
+
+    /// The PEM texts `--tls-cert` and `--tls-key` name: both or neither.
+    static func tlsFiles(_ configuration: HeraldConfiguration) throws -> ServerConfiguration.TLS? {
+        switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
+        case (nil, nil):
+            return nil
+        case (let certificate?, let key?):
+            func read(_ path: String, _ flag: String) throws -> String {
+                guard let text = try? String(contentsOfFile: path, encoding: .utf8), text.contains("-----BEGIN ") else {
+                    throw ConfigurationError("\(flag) \(path): not a readable PEM file")
+                }
+                return text
+            }
+            return ServerConfiguration.TLS(certificateChain: try read(certificate, "--tls-cert"), privateKey: try read(key, "--tls-key"))
+        default:
+            throw ConfigurationError("--tls-cert and --tls-key go together: give both for HTTPS, or neither")
+        }
     }
 
     /// The media store `--store` names: `file://PATH` (default `<data-dir>/objects`) or `s3://BUCKET?endpoint=…&region=…`.

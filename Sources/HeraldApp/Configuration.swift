@@ -1,4 +1,5 @@
 public import Logging
+public import MicroHTTP
 public import Publishing
 
 /// Everything `herald serve` can be told, with the defaults of the API contract's "Running it".
@@ -30,6 +31,17 @@ public struct HeraldConfiguration: Sendable {
     public var maxConnectionsPerIP: Int
     /// Idle seconds before a connection is closed.
     public var connectionTimeout: Int
+    /// Whether `/v1/` calls need an API key.
+    public var auth: AuthMode
+    /// Requests a second per key (burst twice that); 0: no limit.
+    public var rateLimit: Int
+    /// Failed authentications a minute per client address; 0: no limit.
+    public var authFailureLimit: Int
+    /// PEM files of the certificate chain and its key: HTTPS when both are set.
+    public var tlsCertificatePath: String?
+    public var tlsKeyPath: String?
+    /// Proxies whose `X-Forwarded-For` names the client.
+    public var trustedProxies: [AddressRange]
 
     public init(
         host: String = "127.0.0.1",
@@ -50,7 +62,13 @@ public struct HeraldConfiguration: Sendable {
         httpThreads: Int = 1,
         maxConnections: Int = 1000,
         maxConnectionsPerIP: Int = 256,
-        connectionTimeout: Int = 30
+        connectionTimeout: Int = 30,
+        auth: AuthMode = .keys,
+        rateLimit: Int = 100,
+        authFailureLimit: Int = 20,
+        tlsCertificatePath: String? = nil,
+        tlsKeyPath: String? = nil,
+        trustedProxies: [AddressRange] = []
     ) {
         self.host = host
         self.port = port
@@ -71,6 +89,17 @@ public struct HeraldConfiguration: Sendable {
         self.maxConnections = maxConnections
         self.maxConnectionsPerIP = maxConnectionsPerIP
         self.connectionTimeout = connectionTimeout
+        self.auth = auth
+        self.rateLimit = rateLimit
+        self.authFailureLimit = authFailureLimit
+        self.tlsCertificatePath = tlsCertificatePath
+        self.tlsKeyPath = tlsKeyPath
+        self.trustedProxies = trustedProxies
+    }
+
+    /// Whether `host` names this machine's loopback only: `localhost`, 127.0.0.0/8 or `::1`.
+    public static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || AddressRange("127.0.0.0/8")!.contains(host) || AddressRange("::1")!.contains(host)
     }
 }
 
@@ -87,5 +116,16 @@ public enum LogFormat: String, Sendable, CaseIterable {
     }
 
     /// The names a flag takes, for messages: `text, json`.
+    public static var names: String { allCases.map(\.rawValue).joined(separator: ", ") }
+}
+
+/// `--auth`: whether `/v1/` calls need an API key.
+public enum AuthMode: String, Sendable, CaseIterable {
+    /// Every `/v1/` call needs `Authorization: Bearer KEY`.
+    case keys
+    /// No key: every caller is tenant `default` with every scope. Only on a loopback host.
+    case off
+
+    /// The names a flag takes, for messages: `keys, off`.
     public static var names: String { allCases.map(\.rawValue).joined(separator: ", ") }
 }

@@ -41,15 +41,15 @@ public struct JobRepository: Sendable {
 
     // MARK: Reading
 
-    /// The job with this id, its uploads in media position order; nil if there is none.
-    public func find(id: JobID) async throws -> Job? {
-        try await storage.pool.read { db in try Rows.job(db, id: id) }
+    /// The job with this id, its uploads in media position order; nil if `tenant` has none.
+    public func find(id: JobID, tenant: Tenant) async throws -> Job? {
+        try await storage.pool.read { db in try Rows.job(db, id: id, tenant: tenant) }
     }
 
     /// One page of jobs, newest first (`created_at DESC, id DESC`), optionally of one state, strictly after `cursor`.
-    public func list(state: JobState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Job> {
+    public func list(tenant: Tenant, state: JobState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Job> {
         try await storage.pool.read { db in
-            let rows = try Rows.listRows(db, table: "jobs", state: state?.rawValue, limit: limit, after: cursor)
+            let rows = try Rows.listRows(db, table: "jobs", tenant: tenant, state: state?.rawValue, limit: limit, after: cursor)
             return Page(fetched: try Rows.jobs(db, rows), limit: limit, cursor: \.cursor)
         }
     }
@@ -74,9 +74,12 @@ public struct JobRepository: Sendable {
 
     /// Cancels a queued or scheduled job at once (error code `cancelled`, post cancelled, uploads cancelled, media
     /// staged and still attached); marks a running one `cancel_requested`, which its runner hears as a change.
-    public func requestCancel(id: JobID, now: Timestamp) async throws -> CancelRequest {
+    public func requestCancel(id: JobID, tenant: Tenant, now: Timestamp) async throws -> CancelRequest {
         try await storage.write { db, changed in
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT state, post_id FROM jobs WHERE id = ?"), arguments: [id]) else {
+            guard
+                let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT state, post_id FROM jobs WHERE id = ? AND tenant = ?"), arguments: [id, tenant.rawValue])
+            else {
                 return .notFound
             }
             guard let state = JobState(rawValue: row["state"]) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }

@@ -28,24 +28,31 @@ public struct JobStatusReader: Sendable {
         next = RoundRobin()
     }
 
-    /// The job with this id, its uploads in media position order; nil if there is none.
-    public func job(id: JobID) throws -> Job? {
+    /// The job with this id, its uploads in media position order; nil if `tenant` has none.
+    public func job(id: JobID, tenant: Tenant) throws -> Job? {
         let connection = connections[next.take() % connections.count]
         return try connection.queue.inDatabase { db in
             let statement = try connection.statement(db)
             var bound = id.rawValue
-            return try bound.withUTF8 { utf8 in
-                // SQLITE_STATIC (nil): SQLite reads the id in place, and the bindings are cleared before `utf8` ends.
-                let text = utf8.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
-                sqlite3_bind_text(statement, 1, text, Int32(utf8.count), nil)
-                // Reset at once, not at the next use: a statement left stepping holds its read snapshot open.
-                defer {
-                    sqlite3_reset(statement)
-                    sqlite3_clear_bindings(statement)
+            var owner = tenant.rawValue
+            return try bound.withUTF8 { id8 in
+                try owner.withUTF8 { tenant8 in
+                    // SQLITE_STATIC (nil): SQLite reads both in place, and the bindings are cleared before the buffers end.
+                    sqlite3_bind_text(statement, 1, Self.text(id8), Int32(id8.count), nil)
+                    sqlite3_bind_text(statement, 2, Self.text(tenant8), Int32(tenant8.count), nil)
+                    // Reset at once, not at the next use: a statement left stepping holds its read snapshot open.
+                    defer {
+                        sqlite3_reset(statement)
+                        sqlite3_clear_bindings(statement)
+                    }
+                    return try Self.read(statement, id: id, db: db)
                 }
-                return try Self.read(statement, id: id, db: db)
             }
         }
+    }
+
+    private static func text(_ utf8: UnsafeBufferPointer<UInt8>) -> UnsafePointer<CChar>? {
+        utf8.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
     }
 
     /// Steps ``query`` bound to `id`: the job from its first row, an upload from each row.
@@ -86,7 +93,7 @@ public struct JobStatusReader: Sendable {
         FROM jobs
         LEFT JOIN media ON media.post_id = jobs.post_id
         LEFT JOIN uploads ON uploads.job_id = jobs.id AND uploads.media_id = media.id
-        WHERE jobs.id = ?
+        WHERE jobs.id = ? AND jobs.tenant = ?
         ORDER BY media.position
         """
 

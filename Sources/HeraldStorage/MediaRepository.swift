@@ -18,33 +18,37 @@ public struct MediaRepository: Sendable {
         pool = storage.pool
     }
 
-    /// Records a staged medium; `stagingPath` is relative to the data directory.
-    public func insert(_ media: Media, stagingPath: String) async throws {
-        try await pool.write { db in try Self.insert(db, media, stagingPath: stagingPath) }
+    /// Records a staged medium of `tenant`; `stagingPath` is relative to the data directory.
+    public func insert(_ media: Media, tenant: Tenant, stagingPath: String) async throws {
+        try await pool.write { db in try Self.insert(db, media, tenant: tenant, stagingPath: stagingPath) }
     }
 
     /// Inserts an unattached medium's row within the caller's transaction.
-    static func insert(_ db: Database, _ media: Media, stagingPath: String) throws {
+    static func insert(_ db: Database, _ media: Media, tenant: Tenant, stagingPath: String) throws {
         try db.execute(
             literal: """
-                INSERT INTO media (id, content_type, size, sha256, description, state, url, post_id, position, staging_path, created_at)
+                INSERT INTO media (id, content_type, size, sha256, description, state, url, post_id, position, staging_path, created_at, tenant)
                 VALUES (\(media.id), \(media.contentType.rawValue), \(media.size), \(media.sha256), \(media.description),
-                        \(media.state.rawValue), \(media.url), NULL, NULL, \(stagingPath), \(media.createdAt.rfc3339))
+                        \(media.state.rawValue), \(media.url), NULL, NULL, \(stagingPath), \(media.createdAt.rfc3339), \(tenant.rawValue))
                 """
         )
     }
 
-    /// The medium with this id, if any.
-    public func find(id: MediaID) async throws -> Media? {
+    /// The medium with this id, if `tenant` owns it.
+    public func find(id: MediaID, tenant: Tenant) async throws -> Media? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM media WHERE id = ?", arguments: [id], adapter: nil).flatMap(Self.media)
+            try Row.fetchOne(db, sql: "SELECT * FROM media WHERE id = ? AND tenant = ?", arguments: [id, tenant.rawValue], adapter: nil)
+                .flatMap(Self.media)
         }
     }
 
-    /// Deletes a staged medium that no post holds, in one transaction.
-    public func deleteStaged(id: MediaID) async throws -> Deletion {
+    /// Deletes a staged medium of `tenant` that no post holds, in one transaction.
+    public func deleteStaged(id: MediaID, tenant: Tenant) async throws -> Deletion {
         try await pool.write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT post_id, staging_path FROM media WHERE id = ?", arguments: [id]) else {
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT post_id, staging_path FROM media WHERE id = ? AND tenant = ?", arguments: [id, tenant.rawValue])
+            else {
                 return .notFound
             }
             if let postID: PostID = row["post_id"] { return .attached(postID: postID) }

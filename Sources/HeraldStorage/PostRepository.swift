@@ -75,11 +75,13 @@ public struct PostRepository: Sendable {
     ///
     /// An `in_progress` key with the same payload is taken as this request's own reservation (see ``reserve(_:now:)``)
     /// and completed; a payload mismatch is ``Creation/keyReusedWithOtherPayload`` whatever the key's state.
-    public func create(_ request: PostRequest, newMedia: [NewMedia] = [], idempotency: Idempotency?, now: Timestamp) async throws -> Creation {
+    public func create(
+        _ request: PostRequest, tenant: Tenant, newMedia: [NewMedia] = [], idempotency: Idempotency?, now: Timestamp
+    ) async throws -> Creation {
         try await storage.write { db, changed in
             var reserved = false
             if let idempotency {
-                switch try Self.lookUp(db, idempotency, now: now) {
+                switch try Self.lookUp(db, idempotency, tenant: tenant, now: now) {
                 case .none:
                     break
                 case .mismatch:
@@ -93,28 +95,28 @@ public struct PostRepository: Sendable {
 
             let new = Set(newMedia.map(\.media.id))
             let listed = request.mediaIDs.enumerated().filter { !new.contains($0.element) }.map { (index: $0.offset, id: $0.element.rawValue) }
-            let issues = try Self.mediaIssues(db, listed)
+            let issues = try Self.mediaIssues(db, listed, tenant: tenant)
             guard issues.isEmpty else { return .invalid(issues) }
 
-            for item in newMedia { try MediaRepository.insert(db, item.media, stagingPath: item.stagingPath) }
+            for item in newMedia { try MediaRepository.insert(db, item.media, tenant: tenant, stagingPath: item.stagingPath) }
             let postID = PostID.generate(at: now)
             let jobID = JobID.generate(at: now)
-            try Transitions.create(db, postID: postID, jobID: jobID, request: request, now: now, changed: &changed)
+            try Transitions.create(db, postID: postID, jobID: jobID, tenant: tenant, request: request, now: now, changed: &changed)
 
             if let idempotency {
                 if reserved {
                     try db.run(
-                        "UPDATE idempotency_keys SET state = 'completed', post_id = ?, job_id = ? WHERE key = ?",
-                        [postID, jobID, idempotency.key]
+                        "UPDATE idempotency_keys SET state = 'completed', post_id = ?, job_id = ? WHERE tenant = ? AND key = ?",
+                        [postID, jobID, tenant.rawValue, idempotency.key]
                     )
                 } else {
                     try db.run(
                         """
-                        INSERT INTO idempotency_keys (key, request_hash, post_id, job_id, state, created_at, expires_at)
-                        VALUES (?, ?, ?, ?, 'completed', ?, ?)
+                        INSERT INTO idempotency_keys (tenant, key, request_hash, post_id, job_id, state, created_at, expires_at)
+                        VALUES (?, ?, ?, ?, ?, 'completed', ?, ?)
                         """,
                         [
-                            idempotency.key, idempotency.requestHash, postID, jobID, now.rfc3339,
+                            tenant.rawValue, idempotency.key, idempotency.requestHash, postID, jobID, now.rfc3339,
                             now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339,
                         ]
                     )
@@ -129,16 +131,19 @@ public struct PostRepository: Sendable {
     /// Returns nil when reserved (go on), or the answer to give at once: ``Creation/replayed(_:)``,
     /// ``Creation/keyReusedWithOtherPayload`` or ``Creation/keyInProgress``. A reservation older than 60 s
     /// counts as abandoned and is taken over (nil).
-    public func reserve(_ idempotency: Idempotency, now: Timestamp) async throws -> Creation? {
+    public func reserve(_ idempotency: Idempotency, tenant: Tenant, now: Timestamp) async throws -> Creation? {
         try await storage.pool.write { db in
-            switch try Self.lookUp(db, idempotency, now: now) {
+            switch try Self.lookUp(db, idempotency, tenant: tenant, now: now) {
             case .none:
                 try db.run(
                     """
-                    INSERT INTO idempotency_keys (key, request_hash, post_id, job_id, state, created_at, expires_at)
-                    VALUES (?, ?, NULL, NULL, 'in_progress', ?, ?)
+                    INSERT INTO idempotency_keys (tenant, key, request_hash, post_id, job_id, state, created_at, expires_at)
+                    VALUES (?, ?, ?, NULL, NULL, 'in_progress', ?, ?)
                     """,
-                    [idempotency.key, idempotency.requestHash, now.rfc3339, now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339]
+                    [
+                        tenant.rawValue, idempotency.key, idempotency.requestHash, now.rfc3339,
+                        now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339,
+                    ]
                 )
                 return nil
             case .mismatch:
@@ -148,8 +153,8 @@ public struct PostRepository: Sendable {
             case .inProgress(let since):
                 guard now.milliseconds(since: since) >= Self.reservationTimeoutMilliseconds else { return .keyInProgress }
                 try db.run(
-                    "UPDATE idempotency_keys SET created_at = ?, expires_at = ? WHERE key = ?",
-                    [now.rfc3339, now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339, idempotency.key]
+                    "UPDATE idempotency_keys SET created_at = ?, expires_at = ? WHERE tenant = ? AND key = ?",
+                    [now.rfc3339, now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339, tenant.rawValue, idempotency.key]
                 )
                 return nil
             }
@@ -157,43 +162,43 @@ public struct PostRepository: Sendable {
     }
 
     /// Drops a reservation whose request failed, so a retry can proceed. A completed key is never dropped.
-    public func release(_ idempotency: Idempotency) async throws {
+    public func release(_ idempotency: Idempotency, tenant: Tenant) async throws {
         try await storage.pool.write { db in
             try db.run(
-                "DELETE FROM idempotency_keys WHERE key = ? AND request_hash = ? AND state = 'in_progress'",
-                [idempotency.key, idempotency.requestHash]
+                "DELETE FROM idempotency_keys WHERE tenant = ? AND key = ? AND request_hash = ? AND state = 'in_progress'",
+                [tenant.rawValue, idempotency.key, idempotency.requestHash]
             )
         }
     }
 
     // MARK: Reading
 
-    /// The post with this id, its media in position order; nil if there is none.
-    public func find(id: PostID) async throws -> Post? {
-        try await storage.pool.read { db in try Rows.post(db, id: id) }
+    /// The post with this id, its media in position order; nil if `tenant` has none.
+    public func find(id: PostID, tenant: Tenant) async throws -> Post? {
+        try await storage.pool.read { db in try Rows.post(db, id: id, tenant: tenant) }
     }
 
     /// One page of posts, newest first (`created_at DESC, id DESC`), optionally of one state, strictly after `cursor`.
-    public func list(state: PostState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Post> {
+    public func list(tenant: Tenant, state: PostState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Post> {
         try await storage.pool.read { db in
-            let rows = try Rows.listRows(db, table: "posts", state: state?.rawValue, limit: limit, after: cursor)
+            let rows = try Rows.listRows(db, table: "posts", tenant: tenant, state: state?.rawValue, limit: limit, after: cursor)
             return Page(fetched: try Rows.posts(db, rows), limit: limit, cursor: \.cursor)
         }
     }
 
     /// The problems of listed media ids (`index` in the draft, `id` as sent) that only the database can find: unknown
     /// and attached media, read with one query. The same check ``create(_:newMedia:idempotency:now:)`` makes.
-    public func mediaIssues(_ ids: [(index: Int, id: String)]) async throws -> [ValidationIssue] {
-        try await storage.pool.read { db in try Self.mediaIssues(db, ids) }
+    public func mediaIssues(_ ids: [(index: Int, id: String)], tenant: Tenant) async throws -> [ValidationIssue] {
+        try await storage.pool.read { db in try Self.mediaIssues(db, ids, tenant: tenant) }
     }
 
     // MARK: Re-publishing
 
     /// A `failed` or `cancelled` post gets a new job (queued, `run_at` now, the post's priority) with fresh uploads
     /// rows; the post becomes queued and points at the new job. Published, or a job active: conflict.
-    public func republish(id: PostID, now: Timestamp) async throws -> Republish {
+    public func republish(id: PostID, tenant: Tenant, now: Timestamp) async throws -> Republish {
         try await storage.write { db, changed in
-            guard let post = try Rows.post(db, id: id) else { return .notFound }
+            guard let post = try Rows.post(db, id: id, tenant: tenant) else { return .notFound }
             if post.state == .published { return .conflict("The post is already published.") }
             let active = try String.fetchOne(
                 db.cachedStatement(
@@ -221,13 +226,14 @@ public struct PostRepository: Sendable {
         case inProgress(since: Timestamp)
     }
 
-    private static func lookUp(_ db: Database, _ idempotency: Idempotency, now: Timestamp) throws -> KeyRecord {
+    private static func lookUp(_ db: Database, _ idempotency: Idempotency, tenant: Tenant, now: Timestamp) throws -> KeyRecord {
         // Expired keys are forgotten: purging them all here keeps the table small (idempotency_keys_expiry).
         try db.run("DELETE FROM idempotency_keys WHERE expires_at <= ?", [now.rfc3339])
         guard
             let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT request_hash, state, post_id, job_id, created_at FROM idempotency_keys WHERE key = ?"),
-                arguments: [idempotency.key]
+                db.cachedStatement(
+                    sql: "SELECT request_hash, state, post_id, job_id, created_at FROM idempotency_keys WHERE tenant = ? AND key = ?"),
+                arguments: [tenant.rawValue, idempotency.key]
             )
         else { return .none }
         guard (row["request_hash"] as String) == idempotency.requestHash else { return .mismatch }
@@ -241,13 +247,15 @@ public struct PostRepository: Sendable {
     }
 
     /// Unknown and attached media among `ids`, found with one `IN (...)` query (``MediaRule``).
-    private static func mediaIssues(_ db: Database, _ ids: [(index: Int, id: String)]) throws -> [ValidationIssue] {
+    /// Another tenant's media are unknown, as if they did not exist.
+    private static func mediaIssues(_ db: Database, _ ids: [(index: Int, id: String)], tenant: Tenant) throws -> [ValidationIssue] {
         guard !ids.isEmpty else { return [] }
         var attached: [String: Bool] = [:]
         let rows = try Row.fetchAll(
             db,
-            sql: "SELECT id, post_id IS NOT NULL AS attached FROM media WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
-            arguments: StatementArguments(ids.map(\.id))
+            sql:
+                "SELECT id, post_id IS NOT NULL AS attached FROM media WHERE id IN (\(databaseQuestionMarks(count: ids.count))) AND tenant = ?",
+            arguments: StatementArguments(ids.map(\.id)) + [tenant.rawValue]
         )
         for row in rows { attached[row["id"]] = row["attached"] }
         return MediaRule.issues(ids) { id in attached[id].map { $0 ? .attached : .free } ?? .unknown }

@@ -23,9 +23,14 @@ struct UnreadableRow: Error, CustomStringConvertible {
 enum Rows {
     // MARK: Posts
 
-    /// The post with this id and its media in position order, or nil.
-    static func post(_ db: Database, id: PostID) throws -> Post? {
-        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM posts WHERE id = ?"), arguments: [id])
+    /// The post with this id and its media in position order, or nil; of `tenant` only, when given.
+    static func post(_ db: Database, id: PostID, tenant: Tenant? = nil) throws -> Post? {
+        let rows =
+            if let tenant {
+                try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM posts WHERE id = ? AND tenant = ?"), arguments: [id, tenant.rawValue])
+            } else {
+                try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM posts WHERE id = ?"), arguments: [id])
+            }
         return try posts(db, rows).first
     }
 
@@ -75,8 +80,13 @@ enum Rows {
     // MARK: Jobs
 
     /// The job with this id and its uploads in media position order, or nil.
-    static func job(_ db: Database, id: JobID) throws -> Job? {
-        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM jobs WHERE id = ?"), arguments: [id])
+    static func job(_ db: Database, id: JobID, tenant: Tenant? = nil) throws -> Job? {
+        let rows =
+            if let tenant {
+                try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM jobs WHERE id = ? AND tenant = ?"), arguments: [id, tenant.rawValue])
+            } else {
+                try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM jobs WHERE id = ?"), arguments: [id])
+            }
         return try jobs(db, rows).first
     }
 
@@ -152,10 +162,17 @@ enum Rows {
 
     /// The list query of `table`, newest first, optionally of one state and strictly after `cursor`: `limit + 1` rows.
     ///
-    /// The row-value comparison `(created_at, id) < (?, ?)` walks `posts_list` / `posts_state_list` (and the jobs ones).
-    static func listRows(_ db: Database, table: String, state: String?, limit: Int, after cursor: HeraldCore.Cursor?) throws -> [Row] {
+    /// The row-value comparison `(created_at, id) < (?, ?)` walks `posts_list` / `posts_state_list` (and the jobs ones),
+    /// whose leading `tenant` keeps a tenant's page to its own rows; `keys` lists every tenant (nil).
+    static func listRows(
+        _ db: Database, table: String, tenant: Tenant?, state: String?, limit: Int, after cursor: HeraldCore.Cursor?
+    ) throws -> [Row] {
         var conditions: [String] = []
         var arguments: StatementArguments = []
+        if let tenant {
+            conditions.append("tenant = ?")
+            arguments += [tenant.rawValue]
+        }
         if let state {
             conditions.append("state = ?")
             arguments += [state]

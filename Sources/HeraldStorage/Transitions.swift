@@ -14,18 +14,21 @@ enum Transitions {
     /// The media must exist and be unattached (``PostRepository`` checks first): a medium that cannot be attached
     /// throws, rolling back the transaction.
     static func create(
-        _ db: Database, postID: PostID, jobID: JobID, request: PostRequest, now: Timestamp, changed: inout ChangedJobs
+        _ db: Database, postID: PostID, jobID: JobID, tenant: Tenant, request: PostRequest, now: Timestamp, changed: inout ChangedJobs
     ) throws {
         let (step, runAt) = request.initialSchedule(now: now)
         try db.run(
             """
-            INSERT INTO posts (id, text, state, priority, scheduled_at, created_at, published_at, job_id)
-            VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+            INSERT INTO posts (id, text, state, priority, scheduled_at, created_at, published_at, job_id, tenant)
+            VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
             """,
-            [postID, request.text, step.post.rawValue, request.priority.rawValue, request.scheduledAt?.rfc3339, now.rfc3339, jobID]
+            [postID, request.text, step.post.rawValue, request.priority.rawValue, request.scheduledAt?.rfc3339, now.rfc3339, jobID, tenant.rawValue]
         )
         for (position, mediaID) in request.mediaIDs.enumerated() {
-            try db.run("UPDATE media SET post_id = ?, position = ? WHERE id = ? AND post_id IS NULL", [postID, position, mediaID])
+            try db.run(
+                "UPDATE media SET post_id = ?, position = ? WHERE id = ? AND post_id IS NULL AND tenant = ?",
+                [postID, position, mediaID, tenant.rawValue]
+            )
             guard db.changesCount == 1 else { throw UnreadableRow(table: "media", id: mediaID.rawValue, reason: "could not be attached") }
         }
         try insertJob(db, step, jobID: jobID, postID: postID, priority: request.priority, runAt: runAt, now: now)
@@ -132,16 +135,16 @@ enum Transitions {
     private static let unlocked = "locked_by = NULL, locked_until = NULL"
     private static let noError = "error_code = NULL, error_message = NULL, error_media_id = NULL"
 
-    /// Inserts a job in `step`'s state with one upload per attached medium of the post.
+    /// Inserts a job in `step`'s state, of its post's tenant, with one upload per attached medium of the post.
     private static func insertJob(
         _ db: Database, _ step: Transition, jobID: JobID, postID: PostID, priority: Priority, runAt: Timestamp, now: Timestamp
     ) throws {
         try db.run(
             """
-            INSERT INTO jobs (id, post_id, state, priority, attempt, run_at, cancel_requested, created_at)
-            VALUES (?, ?, ?, ?, 0, ?, 0, ?)
+            INSERT INTO jobs (id, post_id, state, priority, attempt, run_at, cancel_requested, created_at, tenant)
+            VALUES (?, ?, ?, ?, 0, ?, 0, ?, (SELECT tenant FROM posts WHERE id = ?))
             """,
-            [jobID, postID, step.job.rawValue, priority.rank, runAt.rfc3339, now.rfc3339]
+            [jobID, postID, step.job.rawValue, priority.rank, runAt.rfc3339, now.rfc3339, postID]
         )
         if let uploads = step.uploads {
             try db.run(

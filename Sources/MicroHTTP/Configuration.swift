@@ -28,6 +28,21 @@ public struct ServerConfiguration: Sendable {
     /// The default, 32 KiB, is twice the default budget: heads up to about 30 KiB still reach the 431, and only
     /// larger ones see libmicrohttpd's page. It was 32 KiB before the budget existed; it need not grow.
     public var connectionMemoryLimit: Int
+    /// Serve HTTPS with libmicrohttpd's own TLS (GnuTLS) when set.
+    public var tls: TLS?
+    /// Peers whose `X-Forwarded-For` names the client (for ``Request/remoteAddress``); none by default.
+    public var trustedProxies: TrustedProxies
+
+    /// A certificate chain and its private key, PEM text.
+    public struct TLS: Sendable, Hashable {
+        public var certificateChain: String
+        public var privateKey: String
+
+        public init(certificateChain: String, privateKey: String) {
+            self.certificateChain = certificateChain
+            self.privateKey = privateKey
+        }
+    }
 
     public init(
         host: String = "127.0.0.1",
@@ -39,7 +54,9 @@ public struct ServerConfiguration: Sendable {
         maxBodySize: Int = 1 << 20,
         bodyBufferSize: Int = 256 << 10,
         maxHeaderSize: Int = 16 << 10,
-        connectionMemoryLimit: Int = 32 << 10
+        connectionMemoryLimit: Int = 32 << 10,
+        tls: TLS? = nil,
+        trustedProxies: TrustedProxies = TrustedProxies()
     ) {
         self.host = host
         self.port = port
@@ -51,5 +68,7 @@ public struct ServerConfiguration: Sendable {
         self.bodyBufferSize = bodyBufferSize
         self.maxHeaderSize = maxHeaderSize
         self.connectionMemoryLimit = connectionMemoryLimit
+        self.tls = tls
+        self.trustedProxies = trustedProxies
     }
 }

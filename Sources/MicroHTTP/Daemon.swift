@@ -31,6 +31,8 @@ final class Daemon: Sendable {
     /// is not `Sendable`. The C callbacks never read it.
     private let handle = Atomic<UInt>(0)
     private let boundPort = Atomic(0)
+    /// The PEM texts handed to libmicrohttpd for TLS (C strings it reads in place), freed with the daemon.
+    private let tlsMemory: [UInt]
 
     /// The port the daemon is bound to, once started.
     var port: Int { boundPort.load(ordering: .acquiring) }
@@ -39,6 +41,12 @@ final class Daemon: Sendable {
         self.router = router
         self.configuration = configuration
         self.logger = logger
+        let pems: [String] = configuration.tls.map { [$0.privateKey, $0.certificateChain] } ?? []
+        tlsMemory = pems.map { UInt(bitPattern: strdup($0)) }
+    }
+
+    deinit {
+        for pointer in tlsMemory { free(UnsafeMutableRawPointer(bitPattern: pointer)) }
     }
 
     /// Binds and starts the polling thread(s).
@@ -59,12 +67,23 @@ final class Daemon: Sendable {
         if configuration.threads > 1 {
             options.append(MHD_OptionItem(option: MHD_OPTION.THREAD_POOL_SIZE, value: configuration.threads, ptr_value: nil))
         }
+        if configuration.tls != nil {
+            guard herald_tls_supported() else { throw ServerError.tlsUnavailable }
+            flags |= MHD_USE_TLS.rawValue
+            let key = UnsafeMutableRawPointer(bitPattern: daemon.tlsMemory[0])
+            let certificate = UnsafeMutableRawPointer(bitPattern: daemon.tlsMemory[1])
+            options.append(MHD_OptionItem(option: MHD_OPTION.HTTPS_MEM_KEY, value: 0, ptr_value: key))
+            options.append(MHD_OptionItem(option: MHD_OPTION.HTTPS_MEM_CERT, value: 0, ptr_value: certificate))
+        }
         options.append(MHD_OptionItem(option: MHD_OPTION.END, value: 0, ptr_value: nil))
         let context = Unmanaged.passUnretained(daemon).toOpaque()
         let handle = address.withSockaddr { sockaddr in
             herald_start_daemon(flags, sockaddr, Daemon.access, Daemon.completed, Daemon.inspectTarget, Daemon.log, context, &options)
         }
-        guard let handle else { throw ServerError.daemonStartFailed("\(configuration.host):\(configuration.port)") }
+        guard let handle else {
+            let tls = configuration.tls == nil ? "" : " with TLS (is the certificate and key pair valid? libmicrohttpd logged why)"
+            throw ServerError.daemonStartFailed("\(configuration.host):\(configuration.port)\(tls)")
+        }
         daemon.boundPort.store(Int(herald_daemon_port(handle)), ordering: .releasing)
         daemon.handle.store(UInt(bitPattern: handle), ordering: .releasing)
         return daemon
@@ -183,14 +202,15 @@ final class Daemon: Sendable {
     ) -> MHD_Result {
         // The request's duration, in the log and the metrics, counts from here: the handler's work included.
         let started = ContinuousClock.now
-        // Formatted once, here: the access log and `Request.remoteAddress` (for auth) both need it. An IPv4
-        // address fits a small string, so it costs no allocation.
-        let client = herald_client_address(pointer).flatMap(SocketAddress.describe)
         var head = Head()
         withUnsafeMutablePointer(to: &head) { headPointer in
             _ = MHD_get_connection_values_n(pointer, .HEADER_KIND, Daemon.collectHeader, headPointer)
             _ = MHD_get_connection_values_n(pointer, .GET_ARGUMENT_KIND, Daemon.collectArgument, headPointer)
         }
+        // Formatted once, here: the access log and `Request.remoteAddress` (for auth) both need it. An IPv4
+        // address fits a small string, so it costs no allocation. Behind a trusted proxy, the client it forwarded for.
+        let peer = herald_client_address(pointer).flatMap(SocketAddress.describe)
+        let client = peer.map { configuration.trustedProxies.client(peer: $0, forwardedFor: head.forwardedFor) }
         let requestID = RequestID.accept(head.requestID) ?? RequestID.generate()
         let connection = Connection(pointer: pointer)
         let method = HTTPRequest.Method(rawMethod)
@@ -224,13 +244,24 @@ final class Daemon: Sendable {
         }
         let declaredLength = contentLengths.first.flatMap { Int($0) }
         let hasBody = !transferEncodings.isEmpty || (declaredLength ?? 0) > 0
+        var request = Request(head: httpRequest, id: requestID, query: head.query, remoteAddress: client, logger: logger)
+        // A refusal without a body is held and answered on the next call, keeping the connection; one with a body
+        // closes it, so the body is never read.
+        let refuse = { (error: HTTPError, route: String, request: Request) -> MHD_Result in
+            if hasBody { return reject(error, route, true) }
+            slot.pointee = Unmanaged.passRetained(HeldAnswer(response: error.response, request: request, route: route, started: started)).toOpaque()
+            return .YES
+        }
+        // The gate (authentication) comes before routing and body limits: an unknown path or a large body gets its
+        // refusal too, and learns nothing about the routes.
+        if let gate = router.gate, let refusal = gate.admit(&request) { return refuse(refusal, "refused", request) }
 
         let route: Router.Route
-        let parameters: Parameters
         switch router.match(method, path: Substring(url)) {
-        case .found(let found, let foundParameters):
+        case .found(let found, let parameters):
             route = found
-            parameters = foundParameters
+            request.parameters = parameters
+            if let gate = router.gate, let refusal = gate.authorize(request, route: found) { return refuse(refusal, found.template, request) }
         case .notFound where hasBody:
             return reject(HTTPError.notFound(path: Substring(url)), "unmatched", true)
         case .methodNotAllowed(let allow) where hasBody:
@@ -238,23 +269,13 @@ final class Daemon: Sendable {
         case .notFound:
             // Held and answered on the next call like any immediate route: the connection stays open.
             route = Self.unmatched(HTTPError.notFound(path: Substring(url)))
-            parameters = Parameters()
         case .methodNotAllowed(let allow):
             route = Self.unmatched(HTTPError.methodNotAllowed(allow: allow))
-            parameters = Parameters()
         }
         let limit = route.maxBodySize ?? configuration.maxBodySize
         if let declaredLength, declaredLength > limit {
             return reject(HTTPError.bodyTooLarge(limit: limit), route.template, true)
         }
-        let request = Request(
-            head: httpRequest,
-            id: requestID,
-            parameters: parameters,
-            query: head.query,
-            remoteAddress: client,
-            logger: logger
-        )
         if !hasBody, let response = Router.runImmediately(route, request) {
             // Queued on the next call: one queued during this first call makes libmicrohttpd close the connection.
             let held = HeldAnswer(response: response, request: request, route: route.template, started: started)
@@ -377,6 +398,7 @@ final class Daemon: Sendable {
         var transferEncodings: [String] = []
         var contentType: String?
         var requestID: String?
+        var forwardedFor: [String] = []
     }
 
     private static let collectHeader: MHD_KeyValueIteratorN = { context, _, key, keySize, value, valueSize in
@@ -395,6 +417,7 @@ final class Daemon: Sendable {
         case .transferEncoding: head.pointee.transferEncodings.append(text)
         case .contentType: head.pointee.contentType = text
         case .requestID: head.pointee.requestID = text
+        case .forwardedFor: head.pointee.forwardedFor.append(text)
         default: break
         }
         return .YES

@@ -30,8 +30,10 @@ public struct Request: Sendable {
         set { baseLogger = newValue }
     }
     private var baseLogger: Logger
-    /// The client's IP address, e.g. `127.0.0.1` or `::1`.
+    /// The client's IP address, e.g. `127.0.0.1` or `::1`: behind a trusted proxy, the one it forwarded for.
     public var remoteAddress: String?
+    /// Who sent the request, as the router's ``Gate`` established it; nil when there is no gate.
+    public var principal: (any Sendable)?
 
     public init(
         head: HTTPRequest,
@@ -129,4 +131,6 @@ extension HTTPField.Name {
 extension HTTPField.Name {
     /// `Host`: swift-http-types keeps it as `authority`; libmicrohttpd hands it over as a plain field.
     static let hostField = HTTPField.Name("Host")!
+    /// `X-Forwarded-For`: the client behind a trusted proxy (``TrustedProxies``).
+    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
 }

@@ -48,6 +48,9 @@ public struct Router: Sendable {
 
     private var root = Node()
 
+    /// Asked about every request before it is routed (authentication) and once its route is known (authorization).
+    public var gate: (any Gate)?
+
     public init() {}
 
     /// Adds a route; a later one with the same method and template replaces the earlier.
@@ -119,9 +122,11 @@ public struct Router: Sendable {
     /// Routes and runs `request` without a socket: what the server does after reading the head.
     public func respond(to request: Request) async -> Response {
         var request = request
+        if let refusal = gate?.admit(&request) { return refusal.response }
         switch match(request.head.method, path: request.path) {
         case .found(let route, let parameters):
             request.parameters = parameters
+            if let refusal = gate?.authorize(request, route: route) { return refusal.response }
             if let response = Self.runImmediately(route, request) { return response }
             return await Self.run(route, request)
         case .notFound:

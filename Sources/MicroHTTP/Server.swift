@@ -43,7 +43,7 @@ public actor Server: Service {
         let daemon = try Daemon.start(router: router, configuration: configuration, logger: logger)
         state = .running(port: daemon.port)
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        logger.notice("listening on http://\(host):\(daemon.port)")
+        logger.notice("listening on \(configuration.tls == nil ? "http" : "https")://\(host):\(daemon.port)")
         await onListening(daemon.port)
         // Returns on graceful shutdown; throws when cancelled, and then in-flight handlers are cancelled too.
         try? await gracefulShutdown()

@@ -4,6 +4,7 @@ public struct ServerError: Error, Hashable, CustomStringConvertible {
         case addressNotResolved
         case daemonStartFailed
         case alreadyRunning
+        case tlsUnavailable
     }
 
     private let code: Code
@@ -21,12 +22,15 @@ public struct ServerError: Error, Hashable, CustomStringConvertible {
     public static func daemonStartFailed(_ address: String) -> Self { .init(.daemonStartFailed, address) }
     /// `run()` was called on a server that already ran.
     public static var alreadyRunning: Self { .init(.alreadyRunning, "") }
+    /// TLS was asked for, and this libmicrohttpd was built without it.
+    public static var tlsUnavailable: Self { .init(.tlsUnavailable, "") }
 
     public var description: String {
         switch code {
         case .addressNotResolved: "cannot resolve host '\(detail)' to an IP address"
         case .daemonStartFailed: "cannot listen on \(detail) (address in use, or not an address of this machine?)"
         case .alreadyRunning: "the server has already been started"
+        case .tlsUnavailable: "this libmicrohttpd was built without TLS support"
         }
     }
 }

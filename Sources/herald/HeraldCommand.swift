@@ -3,7 +3,9 @@ import AsyncHTTPClient
 import CoreMetrics
 import Foundation
 import HeraldApp
+import HeraldCore
 import Logging
+import MicroHTTP
 import NIOCore
 import NIOHTTP1
 import Prometheus
@@ -15,7 +17,7 @@ struct HeraldCommand: AsyncParsableCommand {
         commandName: "herald",
         abstract: "Herald: uploads media and publishes posts, each publish a job you can watch and cancel.",
         version: "0.1.0",
-        subcommands: [Serve.self, Healthcheck.self],
+        subcommands: [Serve.self, Keys.self, Healthcheck.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -48,6 +50,14 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Open connections at most. [HERALD_MAX_CONNECTIONS, default 1000]") var maxConnections: Int?
     @Option(help: "Open connections per client address. [HERALD_MAX_CONNECTIONS_PER_IP, default 256]") var maxConnectionsPerIP: Int?
     @Option(help: "Idle seconds before a connection is closed. [HERALD_CONNECTION_TIMEOUT, default 30]") var connectionTimeout: Int?
+    @Option(help: "keys: /v1/ calls need an API key; off: none (loopback hosts only). [HERALD_AUTH, default keys]") var auth: String?
+    @Option(help: "Requests a second per key, burst twice that; 0: no limit. [HERALD_RATE_LIMIT, default 100]") var rateLimit: Int?
+    @Option(help: "Failed authentications a minute per client address; 0: no limit. [HERALD_AUTH_FAILURE_LIMIT, default 20]")
+    var authFailureLimit: Int?
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain: serve HTTPS (with --tls-key). [HERALD_TLS_CERT]") var tlsCert: String?
+    @Option(name: .customLong("tls-key"), help: "PEM private key of --tls-cert. [HERALD_TLS_KEY]") var tlsKey: String?
+    @Option(help: "Comma-separated CIDRs of proxies whose X-Forwarded-For names the client. [HERALD_TRUSTED_PROXIES]")
+    var trustedProxies: String?
 
     func run() async throws {
         let configuration = try resolve(Environment())
@@ -65,8 +75,42 @@ struct Serve: AsyncParsableCommand {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
         var logger = Logger(label: "herald")
         logger.logLevel = configuration.logLevel
-        let application = try Application.build(configuration: configuration, logger: logger, metrics: metrics)
+        let application: Application
+        do {
+            application = try Application.build(configuration: configuration, logger: logger, metrics: metrics)
+        } catch let error as ConfigurationError {
+            FileHandle.standardError.write(Data("herald: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        if let key = application.initialKey { announce(key, format: configuration.logFormat) }
         try await application.run()
+    }
+
+    /// The one log line that holds a key: the initial admin key, on stderr whatever the log level, shown this once.
+    private func announce(_ created: CreatedKey, format: LogFormat) {
+        let message =
+            "initial admin key (shown once; keep it): \(created.secret) ; make more with `herald keys create --name NAME` or POST /v1/keys"
+        let line: String
+        switch format {
+        case .text:
+            line = "\(Timestamp.now().rfc3339) notice herald : key_id=\(created.key.id) \(message)\n"
+        case .json:
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("timestamp")
+            writer.timestamp(Timestamp.now())
+            writer.key("level")
+            writer.string("notice")
+            writer.key("label")
+            writer.string("herald")
+            writer.key("message")
+            writer.string(message)
+            writer.key("key_id")
+            writer.string(created.key.id)
+            writer.endObject()
+            line = String(decoding: writer.bytes, as: UTF8.self) + "\n"
+        }
+        FileHandle.standardError.write(Data(line.utf8))
     }
 
     /// Flags first, then the environment, then the contract's defaults.
@@ -79,6 +123,17 @@ struct Serve: AsyncParsableCommand {
         let format = try logFormat ?? environment.string("HERALD_LOG_FORMAT")
         guard let logFormat = format.map({ LogFormat(name: $0) }) ?? defaults.logFormat else {
             throw ValidationError("log format '\(format ?? "")' is not one of \(LogFormat.names)")
+        }
+        let authName = try auth ?? environment.string("HERALD_AUTH")
+        guard let authMode = authName.map({ AuthMode(rawValue: $0.lowercased()) }) ?? defaults.auth else {
+            throw ValidationError("auth '\(authName ?? "")' is not one of \(AuthMode.names)")
+        }
+        let proxies = try (trustedProxies ?? environment.string("HERALD_TRUSTED_PROXIES")).map { list in
+            try list.split(separator: ",").map { item in
+                let text = item.trimmingCharacters(in: .whitespaces)
+                guard let range = AddressRange(text) else { throw ValidationError("trusted proxy '\(text)' is not an address or CIDR") }
+                return range
+            }
         }
         let configuration = HeraldConfiguration(
             host: try host ?? environment.string("HERALD_HOST") ?? defaults.host,
@@ -99,7 +154,13 @@ struct Serve: AsyncParsableCommand {
             httpThreads: try httpThreads ?? environment.int("HERALD_HTTP_THREADS") ?? defaults.httpThreads,
             maxConnections: try maxConnections ?? environment.int("HERALD_MAX_CONNECTIONS") ?? defaults.maxConnections,
             maxConnectionsPerIP: try maxConnectionsPerIP ?? environment.int("HERALD_MAX_CONNECTIONS_PER_IP") ?? defaults.maxConnectionsPerIP,
-            connectionTimeout: try connectionTimeout ?? environment.int("HERALD_CONNECTION_TIMEOUT") ?? defaults.connectionTimeout
+            connectionTimeout: try connectionTimeout ?? environment.int("HERALD_CONNECTION_TIMEOUT") ?? defaults.connectionTimeout,
+            auth: authMode,
+            rateLimit: try rateLimit ?? environment.int("HERALD_RATE_LIMIT") ?? defaults.rateLimit,
+            authFailureLimit: try authFailureLimit ?? environment.int("HERALD_AUTH_FAILURE_LIMIT") ?? defaults.authFailureLimit,
+            tlsCertificatePath: try tlsCert ?? environment.string("HERALD_TLS_CERT"),
+            tlsKeyPath: try tlsKey ?? environment.string("HERALD_TLS_KEY"),
+            trustedProxies: proxies ?? defaults.trustedProxies
         )
         try validate(configuration)
         return configuration
@@ -116,6 +177,8 @@ struct Serve: AsyncParsableCommand {
         for (name, value) in positive where value < 1 { throw ValidationError("--\(name) must be at least 1, not \(value)") }
         guard (0...65535).contains(configuration.port) else { throw ValidationError("--port must be 0 to 65535") }
         guard configuration.shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace must not be negative") }
+        guard configuration.rateLimit >= 0 else { throw ValidationError("--rate-limit must not be negative (0: no limit)") }
+        guard configuration.authFailureLimit >= 0 else { throw ValidationError("--auth-failure-limit must not be negative (0: no limit)") }
     }
 }
 

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CoreMetrics
 import Foundation
 import HTTPTypes
+import HeraldCore
 import HeraldStorage
 import Logging
 import MicroHTTP
@@ -28,12 +29,18 @@ func withHerald<T: Sendable>(
     configure: (inout HeraldConfiguration) -> Void = { _ in },
     store: (any MediaStore)? = nil,
     metrics: PrometheusCollectorRegistry = TestMetrics.registry,
+    logger: Logger? = nil,
     _ body: @Sendable (_ base: String, _ group: ServiceGroup, _ application: Application) async throws -> T
 ) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    var logger = Logger(label: "HeraldAppTests")
-    logger.logLevel = .warning
+    let logger =
+        logger
+        ?? {
+            var logger = Logger(label: "HeraldAppTests")
+            logger.logLevel = .warning
+            return logger
+        }()
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     var configuration = HeraldConfiguration(host: "127.0.0.1", port: 0, dataDirectory: directory, logLevel: .warning)
     configure(&configuration)
@@ -51,7 +58,10 @@ func withHerald<T: Sendable>(
         tasks.addTask { try await group.run() }
         let port = try #require(await ports.first { _ in true })
         do {
-            let result = try await body("http://127.0.0.1:\(port)", group, application)
+            // Every helper request carries the initial admin key, as a client of a fresh Herald would.
+            let result = try await TestKey.$current.withValue(application.initialKey?.secret) {
+                try await body("\(application.configuration.tlsCertificatePath == nil ? "http" : "https")://127.0.0.1:\(port)", group, application)
+            }
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
             return result
@@ -63,8 +73,22 @@ func withHerald<T: Sendable>(
     }
 }
 
+/// The API key the test helpers send (`Authorization: Bearer`), set by ``withHerald(configure:store:metrics:_:)``.
+enum TestKey {
+    @TaskLocal static var current: String?
+}
+
+extension HTTPClientRequest {
+    /// Adds the current test key, if any and if no `Authorization` is set yet.
+    mutating func authorize() {
+        if let key = TestKey.current, !headers.contains(name: "Authorization") { headers.add(name: "Authorization", value: "Bearer \(key)") }
+    }
+}
+
 func get(_ url: String) async throws -> (HTTPResponseStatus, HTTPHeaders, String) {
-    let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
+    var request = HTTPClientRequest(url: url)
+    request.authorize()
+    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
     return (response.status, response.headers, String(buffer: try await response.body.collect(upTo: 4 << 20)))
 }
 

@@ -114,11 +114,13 @@ struct JobRoutesTests {
                     recheckInterval: .seconds(60)
                 )
             ).register(in: &router)
+            router.gate = AccessGate(mode: .off, requestsPerSecond: 0, failuresPerMinute: 0)
+            let routes = router
             let id = try await createJob(base, ["text": "later", "scheduled_at": "2099-01-01T00:00:00Z"])
             let started = ContinuousClock.now
             let waiting = Request(head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/v1/jobs/\(id)"), query: [("wait", "30")])
-            async let poll = router.respond(to: waiting)
-            let cancel = await router.respond(to: Request(head: HTTPRequest(method: .delete, scheme: nil, authority: nil, path: "/v1/jobs/\(id)")))
+            async let poll = routes.respond(to: waiting)
+            let cancel = await routes.respond(to: Request(head: HTTPRequest(method: .delete, scheme: nil, authority: nil, path: "/v1/jobs/\(id)")))
             #expect(cancel.status == .accepted)
             let answer = await poll
             #expect(answer.status == .ok)
@@ -142,10 +144,12 @@ struct JobRoutesTests {
                     recheckInterval: .milliseconds(100)
                 )
             ).register(in: &router)
+            router.gate = AccessGate(mode: .off, requestsPerSecond: 0, failuresPerMinute: 0)
+            let routes = router
             let id = try await createJob(base, ["text": "later", "scheduled_at": "2099-01-01T00:00:00Z"])
             let started = ContinuousClock.now
             let waiting = Request(head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/v1/jobs/\(id)"), query: [("wait", "30")])
-            async let poll = router.respond(to: waiting)
+            async let poll = routes.respond(to: waiting)
             readiness.beginDraining()
             let answer = await poll
             #expect(answer.status == .ok)

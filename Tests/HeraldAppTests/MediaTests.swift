@@ -18,6 +18,7 @@ func send(
 ) async throws -> (status: HTTPResponseStatus, headers: HTTPHeaders, json: [String: Any]) {
     var request = HTTPClientRequest(url: url)
     request.method = method
+    request.authorize()
     if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
     if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
     let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))

@@ -21,6 +21,7 @@ func exchange(
     request.method = method
     if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
     for (name, value) in headers { request.headers.add(name: name, value: value) }
+    request.authorize()
     if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
     let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
     let bytes = try await response.body.collect(upTo: 4 << 20)

@@ -39,7 +39,7 @@ struct JobChangesTests {
             #expect(try await fixture.jobs.renewLease(jobID: jobID, runner: "a", until: At.at(90)))
             try await fixture.jobs.requeue(jobID: jobID, runner: "someone-else")
 
-            guard case .requested = try await fixture.jobs.requestCancel(id: jobID, now: At.at(12)) else {
+            guard case .requested = try await fixture.jobs.requestCancel(id: jobID, tenant: .default, now: At.at(12)) else {
                 Issue.record("a running job's cancel is a request")
                 return
             }

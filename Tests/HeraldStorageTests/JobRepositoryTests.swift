@@ -12,11 +12,11 @@ struct JobRepositoryTests {
     @Test("cancel: queued and scheduled jobs at once, running ones requested, finished ones refused")
     func requestCancel() async throws {
         try await withRepositoryFixture { fixture in
-            #expect(try await fixture.jobs.requestCancel(id: JobID.generate(), now: At.at(0)) == .notFound)
+            #expect(try await fixture.jobs.requestCancel(id: JobID.generate(), tenant: .default, now: At.at(0)) == .notFound)
 
             let media = try await fixture.stage(2)
             let queued = try await fixture.create(text: "q", media: media, at: At.at(0))
-            let result = try await fixture.jobs.requestCancel(id: queued.job.id, now: At.at(1))
+            let result = try await fixture.jobs.requestCancel(id: queued.job.id, tenant: .default, now: At.at(1))
             guard case .cancelledNow(let job) = result else {
                 Issue.record("expected cancelledNow, got \(result)")
                 return
@@ -25,31 +25,34 @@ struct JobRepositoryTests {
             #expect(job.error?.code == .cancelled)
             #expect(job.finishedAt == At.at(1))
             #expect(job.uploads.map(\.state) == [.cancelled, .cancelled])
-            let post = try await fixture.posts.find(id: queued.post.id)
+            let post = try await fixture.posts.find(id: queued.post.id, tenant: .default)
             #expect(post?.state == .cancelled)
             #expect(post?.media.map(\.id) == media)
             #expect(post?.media.allSatisfy { $0.state == .staged && $0.postID == queued.post.id } == true)
-            #expect(try await fixture.jobs.requestCancel(id: queued.job.id, now: At.at(2)) == .alreadyCancelled(job))
+            #expect(try await fixture.jobs.requestCancel(id: queued.job.id, tenant: .default, now: At.at(2)) == .alreadyCancelled(job))
 
             let scheduled = try await fixture.create(text: "s", scheduledAt: At.at(3600), at: At.at(0))
-            guard case .cancelledNow(let cancelledScheduled) = try await fixture.jobs.requestCancel(id: scheduled.job.id, now: At.at(1)) else {
+            guard
+                case .cancelledNow(let cancelledScheduled) = try await fixture.jobs.requestCancel(
+                    id: scheduled.job.id, tenant: .default, now: At.at(1))
+            else {
                 Issue.record("a scheduled job is cancelled at once")
                 return
             }
             #expect(cancelledScheduled.state == .cancelled)
-            #expect(try await fixture.posts.find(id: scheduled.post.id)?.state == .cancelled)
+            #expect(try await fixture.posts.find(id: scheduled.post.id, tenant: .default)?.state == .cancelled)
 
             let running = try await fixture.create(text: "r", at: At.at(5))
             #expect(try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(60), now: At.at(6))?.jobID == running.job.id)
             #expect(try await fixture.jobs.isCancelRequested(jobID: running.job.id) == false)
-            guard case .requested(let requested) = try await fixture.jobs.requestCancel(id: running.job.id, now: At.at(7)) else {
+            guard case .requested(let requested) = try await fixture.jobs.requestCancel(id: running.job.id, tenant: .default, now: At.at(7)) else {
                 Issue.record("a running job is only marked")
                 return
             }
             #expect(requested.state == .running)
             #expect(requested.cancelRequested)
             #expect(try await fixture.jobs.isCancelRequested(jobID: running.job.id))
-            #expect(try await fixture.jobs.requestCancel(id: running.job.id, now: At.at(8)) == .requested(requested))
+            #expect(try await fixture.jobs.requestCancel(id: running.job.id, tenant: .default, now: At.at(8)) == .requested(requested))
 
             let done = try await fixture.create(text: "d", at: At.at(10))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(60), now: At.at(11))
@@ -57,7 +60,7 @@ struct JobRepositoryTests {
                 Issue.record("commit was refused")
                 return
             }
-            #expect(try await fixture.jobs.requestCancel(id: done.job.id, now: At.at(13)) == .finished(succeeded))
+            #expect(try await fixture.jobs.requestCancel(id: done.job.id, tenant: .default, now: At.at(13)) == .finished(succeeded))
         }
     }
 
@@ -74,9 +77,9 @@ struct JobRepositoryTests {
 
             #expect(try await fixture.jobs.promoteDue(now: At.at(99.999)) == 0)
             #expect(try await fixture.jobs.promoteDue(now: At.at(100)) == 1)
-            #expect(try await fixture.jobs.find(id: soon.job.id)?.state == .queued)
-            #expect(try await fixture.posts.find(id: soon.post.id)?.state == .queued)
-            #expect(try await fixture.posts.find(id: later.post.id)?.state == .scheduled)
+            #expect(try await fixture.jobs.find(id: soon.job.id, tenant: .default)?.state == .queued)
+            #expect(try await fixture.posts.find(id: soon.post.id, tenant: .default)?.state == .queued)
+            #expect(try await fixture.posts.find(id: later.post.id, tenant: .default)?.state == .scheduled)
             #expect(try await fixture.jobs.nextScheduledRunAt() == At.at(200))
             let counts = try await fixture.jobs.counts()
             #expect(counts.queued == 1 && counts.scheduled == 1 && counts.running == 0)
@@ -130,19 +133,19 @@ struct JobRepositoryTests {
             #expect(claim?.media.first?.contentType == .mp4)
             #expect(claim?.media.first?.sha256 == String(repeating: "ab", count: 32))
 
-            let job = try await fixture.jobs.find(id: created.job.id)
+            let job = try await fixture.jobs.find(id: created.job.id, tenant: .default)
             #expect(job?.state == .running)
             #expect(job?.attempt == 1)
             #expect(job?.startedAt == At.at(1))
             #expect(try await fixture.string("SELECT locked_by FROM jobs WHERE id = ?", [created.job.id]) == "runner-1")
             #expect(try await fixture.string("SELECT locked_until FROM jobs WHERE id = ?", [created.job.id]) == At.at(30).rfc3339)
-            let post = try await fixture.posts.find(id: created.post.id)
+            let post = try await fixture.posts.find(id: created.post.id, tenant: .default)
             #expect(post?.state == .publishing)
             #expect(post?.media.allSatisfy { $0.state == .uploading } == true)
 
             // Progress is written as it changes.
             try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: order[0], state: .uploading, attempts: 2, error: "timeout")
-            let progressed = try await fixture.jobs.find(id: created.job.id)
+            let progressed = try await fixture.jobs.find(id: created.job.id, tenant: .default)
             #expect(progressed?.uploads.first == Job.Upload(mediaID: order[0], state: .uploading, attempts: 2, error: "timeout"))
 
             // The second claim finds nothing else.
@@ -153,7 +156,7 @@ struct JobRepositoryTests {
             let again = try await fixture.jobs.claim(runner: "runner-2", leaseUntil: At.at(60), now: At.at(5))
             #expect(again?.attempt == 2)
             #expect(again?.media.first?.attempts == 2)
-            #expect(try await fixture.jobs.find(id: created.job.id)?.startedAt == At.at(1))
+            #expect(try await fixture.jobs.find(id: created.job.id, tenant: .default)?.startedAt == At.at(1))
         }
     }
 
@@ -183,14 +186,14 @@ struct JobRepositoryTests {
             #expect(try await fixture.jobs.reclaimExpired(now: At.at(29.999)).isEmpty)
             #expect(try await fixture.jobs.reclaimExpired(now: At.at(31)) == [crashed.job.id])
 
-            let job = try await fixture.jobs.find(id: crashed.job.id)
+            let job = try await fixture.jobs.find(id: crashed.job.id, tenant: .default)
             #expect(job?.state == .queued)
             #expect(job?.uploads.map(\.state) == [.pending])
             #expect(try await fixture.string("SELECT locked_by FROM jobs WHERE id = ?", [crashed.job.id]) == nil)
-            let post = try await fixture.posts.find(id: crashed.post.id)
+            let post = try await fixture.posts.find(id: crashed.post.id, tenant: .default)
             #expect(post?.state == .queued)
             #expect(post?.media.first?.state == .staged)
-            #expect(try await fixture.jobs.find(id: alive.job.id)?.state == .running)
+            #expect(try await fixture.jobs.find(id: alive.job.id, tenant: .default)?.state == .running)
 
             let reclaimed = try await fixture.jobs.claim(runner: "new", leaseUntil: At.at(90), now: At.at(32))
             #expect(reclaimed?.jobID == crashed.job.id)
@@ -199,7 +202,7 @@ struct JobRepositoryTests {
             #expect(try await fixture.jobs.renewLease(jobID: crashed.job.id, runner: "dead", until: At.at(100)) == false)
             let objects = [media[0]: StoredObject(key: "k", url: "u")]
             #expect(try await fixture.jobs.commit(jobID: crashed.job.id, runner: "dead", objects: objects, now: At.at(33)) == .lostLease)
-            #expect(try await fixture.posts.find(id: crashed.post.id)?.state == .publishing)
+            #expect(try await fixture.posts.find(id: crashed.post.id, tenant: .default)?.state == .publishing)
         }
     }
 
@@ -220,8 +223,8 @@ struct JobRepositoryTests {
             await #expect(throws: (any Error).self) {
                 try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: partial, now: At.at(4))
             }
-            #expect(try await fixture.posts.find(id: created.post.id)?.state == .publishing)
-            #expect(try await fixture.media.find(id: media[0])?.url == nil)
+            #expect(try await fixture.posts.find(id: created.post.id, tenant: .default)?.state == .publishing)
+            #expect(try await fixture.media.find(id: media[0], tenant: .default)?.url == nil)
 
             let completion = try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: objects, now: At.at(5))
             guard case .done(let job) = completion else {
@@ -236,7 +239,7 @@ struct JobRepositoryTests {
             #expect(job.progress.percent == 100)
             #expect(try await fixture.string("SELECT locked_by FROM jobs WHERE id = ?", [created.job.id]) == nil)
 
-            let post = try await fixture.posts.find(id: created.post.id)
+            let post = try await fixture.posts.find(id: created.post.id, tenant: .default)
             #expect(post?.state == .published)
             #expect(post?.publishedAt == At.at(5))
             #expect(post?.media.map(\.url) == media.map { "https://cdn.example/\($0).png" })
@@ -257,14 +260,14 @@ struct JobRepositoryTests {
             let objects = [media[0]: StoredObject(key: "k", url: "u")]
 
             #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "b", objects: objects, now: At.at(2)) == .lostLease)
-            _ = try await fixture.jobs.requestCancel(id: created.job.id, now: At.at(3))
+            _ = try await fixture.jobs.requestCancel(id: created.job.id, tenant: .default, now: At.at(3))
             #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: objects, now: At.at(4)) == .cancelRequested)
 
-            let post = try await fixture.posts.find(id: created.post.id)
+            let post = try await fixture.posts.find(id: created.post.id, tenant: .default)
             #expect(post?.state == .publishing)
             #expect(post?.publishedAt == nil)
             #expect(post?.media.first?.url == nil)
-            #expect(try await fixture.jobs.find(id: created.job.id)?.state == .running)
+            #expect(try await fixture.jobs.find(id: created.job.id, tenant: .default)?.state == .running)
         }
     }
 
@@ -290,14 +293,14 @@ struct JobRepositoryTests {
             #expect(job.progress.failed == 1)
             #expect(try await fixture.string("SELECT locked_by FROM jobs WHERE id = ?", [created.job.id]) == nil)
 
-            let post = try await fixture.posts.find(id: created.post.id)
+            let post = try await fixture.posts.find(id: created.post.id, tenant: .default)
             #expect(post?.state == .failed)
             #expect(post?.media.map(\.id) == media)
             #expect(post?.media.allSatisfy { $0.state == .staged && $0.url == nil && $0.postID == created.post.id } == true)
 
             // Finished: progress writes are ignored now.
             try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[2], state: .uploaded, attempts: 1, error: nil)
-            #expect(try await fixture.jobs.find(id: created.job.id)?.uploads.last?.state == .cancelled)
+            #expect(try await fixture.jobs.find(id: created.job.id, tenant: .default)?.uploads.last?.state == .cancelled)
         }
     }
 
@@ -307,7 +310,7 @@ struct JobRepositoryTests {
             let media = try await fixture.stage(2)
             let created = try await fixture.create(text: "x", media: media, at: At.at(0))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
-            _ = try await fixture.jobs.requestCancel(id: created.job.id, now: At.at(2))
+            _ = try await fixture.jobs.requestCancel(id: created.job.id, tenant: .default, now: At.at(2))
             try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[0], state: .uploaded, attempts: 1, error: nil)
 
             #expect(try await fixture.jobs.finishCancelled(jobID: created.job.id, runner: "b", now: At.at(3)) == .lostLease)
@@ -321,10 +324,10 @@ struct JobRepositoryTests {
             #expect(job.error?.mediaID == nil)
             #expect(job.finishedAt == At.at(4))
             #expect(job.uploads.map(\.state) == [.uploaded, .cancelled])
-            let post = try await fixture.posts.find(id: created.post.id)
+            let post = try await fixture.posts.find(id: created.post.id, tenant: .default)
             #expect(post?.state == .cancelled)
             #expect(post?.media.allSatisfy { $0.state == .staged && $0.postID == created.post.id } == true)
-            #expect(try await fixture.jobs.requestCancel(id: created.job.id, now: At.at(5)) == .alreadyCancelled(job))
+            #expect(try await fixture.jobs.requestCancel(id: created.job.id, tenant: .default, now: At.at(5)) == .alreadyCancelled(job))
         }
     }
 
@@ -335,20 +338,20 @@ struct JobRepositoryTests {
             let created = try await fixture.create(text: "x", media: media, at: At.at(0))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
             try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[0], state: .uploading, attempts: 1, error: nil)
-            _ = try await fixture.jobs.requestCancel(id: created.job.id, now: At.at(2))
+            _ = try await fixture.jobs.requestCancel(id: created.job.id, tenant: .default, now: At.at(2))
 
             // Another runner cannot requeue it.
             try await fixture.jobs.requeue(jobID: created.job.id, runner: "b")
-            #expect(try await fixture.jobs.find(id: created.job.id)?.state == .running)
+            #expect(try await fixture.jobs.find(id: created.job.id, tenant: .default)?.state == .running)
 
             try await fixture.jobs.requeue(jobID: created.job.id, runner: "a")
-            let job = try await fixture.jobs.find(id: created.job.id)
+            let job = try await fixture.jobs.find(id: created.job.id, tenant: .default)
             #expect(job?.state == .queued)
             #expect(job?.cancelRequested == false)
             #expect(job?.finishedAt == nil)
             #expect(job?.uploads == [Job.Upload(mediaID: media[0], state: .pending, attempts: 1, error: nil)])
             #expect(try await fixture.string("SELECT locked_by FROM jobs WHERE id = ?", [created.job.id]) == nil)
-            let post = try await fixture.posts.find(id: created.post.id)
+            let post = try await fixture.posts.find(id: created.post.id, tenant: .default)
             #expect(post?.state == .queued)
             #expect(post?.media.first?.state == .staged)
         }
@@ -363,21 +366,21 @@ struct JobRepositoryTests {
             for index in 0..<5 {
                 created.append(try await fixture.create(text: "\(index)", at: At.at(Double(index))))
             }
-            _ = try await fixture.jobs.requestCancel(id: created[1].job.id, now: At.at(10))
-            _ = try await fixture.jobs.requestCancel(id: created[3].job.id, now: At.at(10))
+            _ = try await fixture.jobs.requestCancel(id: created[1].job.id, tenant: .default, now: At.at(10))
+            _ = try await fixture.jobs.requestCancel(id: created[3].job.id, tenant: .default, now: At.at(10))
 
-            let first = try await fixture.jobs.list(state: nil, limit: 2, after: nil)
-            let second = try await fixture.jobs.list(state: nil, limit: 2, after: first.nextCursor)
-            let third = try await fixture.jobs.list(state: nil, limit: 2, after: second.nextCursor)
+            let first = try await fixture.jobs.list(tenant: .default, state: nil, limit: 2, after: nil)
+            let second = try await fixture.jobs.list(tenant: .default, state: nil, limit: 2, after: first.nextCursor)
+            let third = try await fixture.jobs.list(tenant: .default, state: nil, limit: 2, after: second.nextCursor)
             #expect((first.data + second.data + third.data).map(\.id) == created.reversed().map(\.job.id))
             #expect(third.nextCursor == nil)
 
-            let cancelled = try await fixture.jobs.list(state: .cancelled, limit: 1, after: nil)
+            let cancelled = try await fixture.jobs.list(tenant: .default, state: .cancelled, limit: 1, after: nil)
             #expect(cancelled.data.map(\.id) == [created[3].job.id])
-            let rest = try await fixture.jobs.list(state: .cancelled, limit: 1, after: cancelled.nextCursor)
+            let rest = try await fixture.jobs.list(tenant: .default, state: .cancelled, limit: 1, after: cancelled.nextCursor)
             #expect(rest.data.map(\.id) == [created[1].job.id])
             #expect(rest.data.first?.uploads.isEmpty == true)
-            #expect(try await fixture.jobs.list(state: .queued, limit: 10, after: nil).data.count == 3)
+            #expect(try await fixture.jobs.list(tenant: .default, state: .queued, limit: 10, after: nil).data.count == 3)
         }
     }
 }

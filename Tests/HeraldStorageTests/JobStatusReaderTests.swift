@@ -11,7 +11,7 @@ struct JobStatusReaderTests {
     func matchesFind() async throws {
         try await withRepositoryFixture { fixture in
             let reader = try JobStatusReader(fixture.storage, connections: 2)
-            #expect(try reader.job(id: JobID.generate()) == nil)
+            #expect(try reader.job(id: JobID.generate(), tenant: .default) == nil)
 
             // No media: the LEFT JOIN's single row carries no upload.
             let textOnly = try await fixture.create(text: "text", at: At.at(0))
@@ -29,13 +29,13 @@ struct JobStatusReaderTests {
             try await expectSame(reader, fixture, shapes)
             let failure = Job.Failure(code: .uploadFailed, message: "S3 said no", mediaID: media[0])
             #expect(try await fixture.jobs.fail(jobID: ordered.job.id, runner: "a", error: failure, now: At.at(4)) != .lostLease)
-            #expect(try reader.job(id: ordered.job.id)?.error == failure)
+            #expect(try reader.job(id: ordered.job.id, tenant: .default)?.error == failure)
 
             // Cancelled while queued.
-            _ = try await fixture.jobs.requestCancel(id: failing.job.id, now: At.at(5))
+            _ = try await fixture.jobs.requestCancel(id: failing.job.id, tenant: .default, now: At.at(5))
             shapes.append(failing.job.id)
             try await expectSame(reader, fixture, shapes)
-            #expect(try reader.job(id: ordered.job.id)?.uploads.map(\.mediaID) == [media[2], media[0], media[1]])
+            #expect(try reader.job(id: ordered.job.id, tenant: .default)?.uploads.map(\.mediaID) == [media[2], media[0], media[1]])
         }
     }
 
@@ -44,18 +44,18 @@ struct JobStatusReaderTests {
         try await withRepositoryFixture { fixture in
             let reader = try JobStatusReader(fixture.storage, connections: 1)
             let created = try await fixture.create(text: "x", media: try await fixture.stage(1), at: At.at(0))
-            #expect(try reader.job(id: created.job.id)?.state == .queued)
+            #expect(try reader.job(id: created.job.id, tenant: .default)?.state == .queued)
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
-            #expect(try reader.job(id: created.job.id)?.state == .running)
-            #expect(try reader.job(id: created.job.id)?.uploads.map(\.state) == [.pending])
+            #expect(try reader.job(id: created.job.id, tenant: .default)?.state == .running)
+            #expect(try reader.job(id: created.job.id, tenant: .default)?.uploads.map(\.state) == [.pending])
         }
     }
 
     private func expectSame(_ reader: JobStatusReader, _ fixture: RepositoryFixture, _ ids: [JobID]) async throws {
         for id in ids {
-            let expected = try await fixture.jobs.find(id: id)
+            let expected = try await fixture.jobs.find(id: id, tenant: .default)
             #expect(expected != nil)
-            #expect(try reader.job(id: id) == expected, "job \(id)")
+            #expect(try reader.job(id: id, tenant: .default) == expected, "job \(id)")
         }
     }
 }

@@ -17,6 +17,7 @@ struct PostRepositoryTests {
             let now = RepositoryFixture.at(10)
             let creation = try await fixture.posts.create(
                 PostRequest(text: "hello", mediaIDs: order, priority: .high),
+                tenant: .default,
                 idempotency: nil,
                 now: now
             )
@@ -56,8 +57,8 @@ struct PostRepositoryTests {
             let rank = try await fixture.int("SELECT priority FROM jobs WHERE id = ?", [job.id])
             #expect(rank == 0)
 
-            #expect(try await fixture.posts.find(id: post.id) == post)
-            #expect(try await fixture.jobs.find(id: job.id) == job)
+            #expect(try await fixture.posts.find(id: post.id, tenant: .default) == post)
+            #expect(try await fixture.jobs.find(id: job.id, tenant: .default) == job)
         }
     }
 
@@ -89,6 +90,7 @@ struct PostRepositoryTests {
 
             let creation = try await fixture.posts.create(
                 PostRequest(text: "bad", mediaIDs: [staged[1], staged[0], unknown, staged[2]]),
+                tenant: .default,
                 idempotency: nil,
                 now: RepositoryFixture.at(5)
             )
@@ -103,8 +105,8 @@ struct PostRepositoryTests {
 
             #expect(try await fixture.int("SELECT count(*) FROM posts") == 1)
             #expect(try await fixture.int("SELECT count(*) FROM jobs") == 1)
-            #expect(try await fixture.media.find(id: staged[1])?.postID == nil)
-            #expect(try await fixture.media.find(id: staged[2])?.postID == nil)
+            #expect(try await fixture.media.find(id: staged[1], tenant: .default)?.postID == nil)
+            #expect(try await fixture.media.find(id: staged[2], tenant: .default)?.postID == nil)
         }
     }
 
@@ -115,7 +117,7 @@ struct PostRepositoryTests {
         try await withRepositoryFixture { fixture in
             let key = PostRepository.Idempotency(key: "abc", requestHash: "hash-1")
             let request = PostRequest(text: "once", mediaIDs: try await fixture.stage(1))
-            let first = try await fixture.posts.create(request, idempotency: key, now: RepositoryFixture.at(0))
+            let first = try await fixture.posts.create(request, tenant: .default, idempotency: key, now: RepositoryFixture.at(0))
             guard case .created(let created) = first else {
                 Issue.record("expected created, got \(first)")
                 return
@@ -125,7 +127,7 @@ struct PostRepositoryTests {
             let claimed = try await fixture.jobs.claim(runner: "r", leaseUntil: RepositoryFixture.at(40), now: RepositoryFixture.at(10))
             #expect(claimed?.jobID == created.job.id)
 
-            let again = try await fixture.posts.create(request, idempotency: key, now: RepositoryFixture.at(20))
+            let again = try await fixture.posts.create(request, tenant: .default, idempotency: key, now: RepositoryFixture.at(20))
             guard case .replayed(let replayed) = again else {
                 Issue.record("expected replayed, got \(again)")
                 return
@@ -137,17 +139,19 @@ struct PostRepositoryTests {
             #expect(try await fixture.int("SELECT count(*) FROM posts") == 1)
 
             let other = PostRepository.Idempotency(key: "abc", requestHash: "hash-2")
-            let mismatch = try await fixture.posts.create(PostRequest(text: "other", mediaIDs: []), idempotency: other, now: RepositoryFixture.at(30))
+            let mismatch = try await fixture.posts.create(
+                PostRequest(text: "other", mediaIDs: []), tenant: .default, idempotency: other, now: RepositoryFixture.at(30))
             #expect(mismatch == .keyReusedWithOtherPayload)
-            #expect(try await fixture.posts.reserve(other, now: RepositoryFixture.at(30)) == .keyReusedWithOtherPayload)
-            #expect(try await fixture.posts.reserve(key, now: RepositoryFixture.at(30)) == again)
+            #expect(try await fixture.posts.reserve(other, tenant: .default, now: RepositoryFixture.at(30)) == .keyReusedWithOtherPayload)
+            #expect(try await fixture.posts.reserve(key, tenant: .default, now: RepositoryFixture.at(30)) == again)
 
             // Still remembered just before 24 hours; forgotten after.
             let dayLater = RepositoryFixture.at(24 * 3600 - 1)
-            let stillThere = try await fixture.posts.create(PostRequest(text: "x", mediaIDs: []), idempotency: other, now: dayLater)
+            let stillThere = try await fixture.posts.create(PostRequest(text: "x", mediaIDs: []), tenant: .default, idempotency: other, now: dayLater)
             #expect(stillThere == .keyReusedWithOtherPayload)
             let expired = try await fixture.posts.create(
                 PostRequest(text: "x", mediaIDs: []),
+                tenant: .default,
                 idempotency: other,
                 now: RepositoryFixture.at(24 * 3600 + 1)
             )
@@ -165,20 +169,22 @@ struct PostRepositoryTests {
     func reservations() async throws {
         try await withRepositoryFixture { fixture in
             let key = PostRepository.Idempotency(key: "multipart", requestHash: "h")
-            #expect(try await fixture.posts.reserve(key, now: RepositoryFixture.at(0)) == nil)
-            #expect(try await fixture.posts.reserve(key, now: RepositoryFixture.at(59.999)) == .keyInProgress)
+            #expect(try await fixture.posts.reserve(key, tenant: .default, now: RepositoryFixture.at(0)) == nil)
+            #expect(try await fixture.posts.reserve(key, tenant: .default, now: RepositoryFixture.at(59.999)) == .keyInProgress)
             #expect(
-                try await fixture.posts.reserve(PostRepository.Idempotency(key: "multipart", requestHash: "other"), now: RepositoryFixture.at(1))
+                try await fixture.posts.reserve(
+                    PostRepository.Idempotency(key: "multipart", requestHash: "other"), tenant: .default, now: RepositoryFixture.at(1))
                     == .keyReusedWithOtherPayload
             )
             // Abandoned after 60 s: the next request takes it over, and the 60 s start again.
-            #expect(try await fixture.posts.reserve(key, now: RepositoryFixture.at(60)) == nil)
-            #expect(try await fixture.posts.reserve(key, now: RepositoryFixture.at(100)) == .keyInProgress)
+            #expect(try await fixture.posts.reserve(key, tenant: .default, now: RepositoryFixture.at(60)) == nil)
+            #expect(try await fixture.posts.reserve(key, tenant: .default, now: RepositoryFixture.at(100)) == .keyInProgress)
 
             // The owner of the reservation stages its media and creates: that completes the key.
             let media = try await fixture.stage(1, at: RepositoryFixture.at(101))
             let creation = try await fixture.posts.create(
                 PostRequest(text: "multi", mediaIDs: media),
+                tenant: .default,
                 idempotency: key,
                 now: RepositoryFixture.at(102)
             )
@@ -187,16 +193,16 @@ struct PostRepositoryTests {
                 return
             }
             #expect(try await fixture.string("SELECT state FROM idempotency_keys WHERE key = 'multipart'") == "completed")
-            #expect(try await fixture.posts.reserve(key, now: RepositoryFixture.at(103)) == .replayed(created))
+            #expect(try await fixture.posts.reserve(key, tenant: .default, now: RepositoryFixture.at(103)) == .replayed(created))
             // A completed key is never released.
-            try await fixture.posts.release(key)
-            #expect(try await fixture.posts.reserve(key, now: RepositoryFixture.at(104)) == .replayed(created))
+            try await fixture.posts.release(key, tenant: .default)
+            #expect(try await fixture.posts.reserve(key, tenant: .default, now: RepositoryFixture.at(104)) == .replayed(created))
 
             // A failed request releases its reservation, so a retry goes ahead at once.
             let second = PostRepository.Idempotency(key: "retry", requestHash: "h2")
-            #expect(try await fixture.posts.reserve(second, now: RepositoryFixture.at(200)) == nil)
-            try await fixture.posts.release(second)
-            #expect(try await fixture.posts.reserve(second, now: RepositoryFixture.at(201)) == nil)
+            #expect(try await fixture.posts.reserve(second, tenant: .default, now: RepositoryFixture.at(200)) == nil)
+            try await fixture.posts.release(second, tenant: .default)
+            #expect(try await fixture.posts.reserve(second, tenant: .default, now: RepositoryFixture.at(201)) == nil)
         }
     }
 
@@ -205,7 +211,7 @@ struct PostRepositoryTests {
     @Test("find returns nil for an unknown id; list pages newest first with cursors and a state filter")
     func findAndList() async throws {
         try await withRepositoryFixture { fixture in
-            #expect(try await fixture.posts.find(id: PostID.generate()) == nil)
+            #expect(try await fixture.posts.find(id: PostID.generate(), tenant: .default) == nil)
 
             var created: [PostAndJob] = []
             for index in 0..<7 {
@@ -224,7 +230,7 @@ struct PostRepositoryTests {
             var cursor: HeraldCore.Cursor?
             var pages = 0
             repeat {
-                let page = try await fixture.posts.list(state: nil, limit: 3, after: cursor)
+                let page = try await fixture.posts.list(tenant: .default, state: nil, limit: 3, after: cursor)
                 seen += page.data.map(\.id)
                 #expect(page.data.allSatisfy { $0.media.count == 1 && $0.media[0].postID == $0.id })
                 cursor = page.nextCursor
@@ -240,13 +246,13 @@ struct PostRepositoryTests {
                 try await fixture.setStates(postID: item.post.id, jobID: item.job.id, post: .failed, job: .failed, at: time)
             }
             // One post per second among these (indexes 1, 4, 6 were made at seconds 0, 2, 3): no tie.
-            let first = try await fixture.posts.list(state: .failed, limit: 2, after: nil)
+            let first = try await fixture.posts.list(tenant: .default, state: .failed, limit: 2, after: nil)
             #expect(first.data.map(\.id) == [created[6].post.id, created[4].post.id])
-            let second = try await fixture.posts.list(state: .failed, limit: 2, after: first.nextCursor)
+            let second = try await fixture.posts.list(tenant: .default, state: .failed, limit: 2, after: first.nextCursor)
             #expect(second.data.map(\.id) == [created[1].post.id])
             #expect(second.nextCursor == nil)
-            #expect(try await fixture.posts.list(state: .published, limit: 5, after: nil).data.isEmpty)
-            #expect(try await fixture.posts.list(state: .queued, limit: 10, after: nil).data.count == 4)
+            #expect(try await fixture.posts.list(tenant: .default, state: .published, limit: 5, after: nil).data.isEmpty)
+            #expect(try await fixture.posts.list(tenant: .default, state: .queued, limit: 10, after: nil).data.count == 4)
         }
     }
 
@@ -255,11 +261,11 @@ struct PostRepositoryTests {
     @Test("only a failed or cancelled post is published again, with a new queued job and fresh uploads")
     func republish() async throws {
         try await withRepositoryFixture { fixture in
-            #expect(try await fixture.posts.republish(id: PostID.generate(), now: RepositoryFixture.at(0)) == .notFound)
+            #expect(try await fixture.posts.republish(id: PostID.generate(), tenant: .default, now: RepositoryFixture.at(0)) == .notFound)
 
             let media = try await fixture.stage(2)
             let original = try await fixture.create(text: "again", media: media, priority: .low, at: RepositoryFixture.at(0))
-            guard case .conflict = try await fixture.posts.republish(id: original.post.id, now: RepositoryFixture.at(1)) else {
+            guard case .conflict = try await fixture.posts.republish(id: original.post.id, tenant: .default, now: RepositoryFixture.at(1)) else {
                 Issue.record("a queued post must not be re-published")
                 return
             }
@@ -273,7 +279,7 @@ struct PostRepositoryTests {
                 return
             }
 
-            let result = try await fixture.posts.republish(id: original.post.id, now: RepositoryFixture.at(10))
+            let result = try await fixture.posts.republish(id: original.post.id, tenant: .default, now: RepositoryFixture.at(10))
             guard case .queued(let again) = result else {
                 Issue.record("expected queued, got \(result)")
                 return
@@ -290,25 +296,27 @@ struct PostRepositoryTests {
             #expect(again.post.media.map(\.id) == media)
             #expect(again.post.media.allSatisfy { $0.state == .staged })
             // The old job keeps its history.
-            let old = try await fixture.jobs.find(id: original.job.id)
+            let old = try await fixture.jobs.find(id: original.job.id, tenant: .default)
             #expect(old?.state == .failed)
             #expect(old?.uploads.first?.error == "boom")
 
             // A job is active again: conflict; once published: conflict too.
-            guard case .conflict = try await fixture.posts.republish(id: original.post.id, now: RepositoryFixture.at(11)) else {
+            guard case .conflict = try await fixture.posts.republish(id: original.post.id, tenant: .default, now: RepositoryFixture.at(11)) else {
                 Issue.record("a post with an active job must not be re-published")
                 return
             }
             _ = try await fixture.jobs.claim(runner: "r", leaseUntil: RepositoryFixture.at(60), now: RepositoryFixture.at(12))
             let objects = Dictionary(uniqueKeysWithValues: media.map { ($0, StoredObject(key: $0.rawValue, url: "https://cdn/\($0)")) })
             #expect(try await fixture.jobs.commit(jobID: again.job.id, runner: "r", objects: objects, now: RepositoryFixture.at(13)) != .lostLease)
-            let published = try await fixture.posts.republish(id: original.post.id, now: RepositoryFixture.at(14))
+            let published = try await fixture.posts.republish(id: original.post.id, tenant: .default, now: RepositoryFixture.at(14))
             #expect(published == .conflict("The post is already published."))
 
             // A cancelled post can be published again as well.
             let cancelled = try await fixture.create(text: "cancel me", at: RepositoryFixture.at(20))
-            _ = try await fixture.jobs.requestCancel(id: cancelled.job.id, now: RepositoryFixture.at(21))
-            guard case .queued(let revived) = try await fixture.posts.republish(id: cancelled.post.id, now: RepositoryFixture.at(22)) else {
+            _ = try await fixture.jobs.requestCancel(id: cancelled.job.id, tenant: .default, now: RepositoryFixture.at(21))
+            guard
+                case .queued(let revived) = try await fixture.posts.republish(id: cancelled.post.id, tenant: .default, now: RepositoryFixture.at(22))
+            else {
                 Issue.record("a cancelled post can be re-published")
                 return
             }
@@ -347,7 +355,7 @@ struct RepositoryFixture: Sendable {
                 sha256: String(repeating: "ab", count: 32),
                 createdAt: time
             )
-            try await media.insert(medium, stagingPath: "staging/\(id)")
+            try await media.insert(medium, tenant: .default, stagingPath: "staging/\(id)")
             ids.append(id)
         }
         return ids
@@ -363,6 +371,7 @@ struct RepositoryFixture: Sendable {
     ) async throws -> PostAndJob {
         let creation = try await posts.create(
             PostRequest(text: text, mediaIDs: media, scheduledAt: scheduledAt, priority: priority),
+            tenant: .default,
             idempotency: nil,
             now: now
         )

@@ -193,16 +193,20 @@ struct StorageTests {
             index: "jobs_claim"
         ),
         PlannedQuery("SELECT id FROM jobs WHERE state = 'scheduled' AND run_at <= ?", index: "jobs_claim"),
-        PlannedQuery("SELECT * FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 20", index: "posts_list"),
         PlannedQuery(
-            "SELECT * FROM posts WHERE state = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 20",
+            "SELECT * FROM posts WHERE tenant = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 20", index: "posts_list"),
+        PlannedQuery(
+            "SELECT * FROM posts WHERE tenant = ? AND state = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 20",
             index: "posts_state_list"
         ),
-        PlannedQuery("SELECT * FROM jobs ORDER BY created_at DESC, id DESC LIMIT 20", index: "jobs_list"),
-        PlannedQuery("SELECT * FROM jobs WHERE state = ? ORDER BY created_at DESC, id DESC LIMIT 20", index: "jobs_state_list"),
+        PlannedQuery("SELECT * FROM jobs WHERE tenant = ? ORDER BY created_at DESC, id DESC LIMIT 20", index: "jobs_list"),
+        PlannedQuery("SELECT * FROM jobs WHERE tenant = ? AND state = ? ORDER BY created_at DESC, id DESC LIMIT 20", index: "jobs_state_list"),
         // The UNIQUE (post_id, position) constraint's index.
         PlannedQuery("SELECT * FROM media WHERE post_id = ? ORDER BY position", index: "sqlite_autoindex_media_3"),
         PlannedQuery("DELETE FROM idempotency_keys WHERE expires_at < ?", index: "idempotency_keys_expiry"),
+        PlannedQuery("SELECT * FROM keys WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 20", index: "keys_list"),
+        // A key's lookup on every request whose key is not cached: the UNIQUE hash's index.
+        PlannedQuery("SELECT * FROM keys WHERE hash = ?", index: "sqlite_autoindex_keys_2"),
     ]
 
     @Test("claiming, listing, media by post and key expiry use their indexes", arguments: plannedQueries)

@@ -36,12 +36,12 @@ struct Harness {
         for index in 0..<count {
             let id = MediaID.generate()
             let item = Media(id: id, contentType: .png, size: 100, sha256: String(repeating: "a", count: 64), createdAt: .now())
-            try await media.insert(item, stagingPath: "staging/\(id)-\(index).png")
+            try await media.insert(item, tenant: .default, stagingPath: "staging/\(id)-\(index).png")
             ids.append(id)
         }
         guard
             case .created(let created) = try await posts.create(
-                PostRequest(text: "hello", mediaIDs: ids, scheduledAt: scheduledAt), idempotency: nil, now: .now())
+                PostRequest(text: "hello", mediaIDs: ids, scheduledAt: scheduledAt), tenant: .default, idempotency: nil, now: .now())
         else { throw HarnessError.notCreated }
         return created
     }
@@ -50,7 +50,7 @@ struct Harness {
     func waitUntilDone(_ jobID: JobID) async throws -> Job {
         while true {
             let generation = changes.generation
-            let job = try #require(try await jobs.find(id: jobID))
+            let job = try #require(try await jobs.find(id: jobID, tenant: .default))
             if job.done { return job }
             await changes.waitForChange(of: jobID, after: generation, timeout: .seconds(5))
         }
@@ -107,7 +107,7 @@ struct JobRunnerTests {
         #expect(job.state == .succeeded)
         #expect(job.uploads.allSatisfy { $0.state == .uploaded && $0.attempts == 1 })
         #expect(job.progress.percent == 100)
-        let post = try #require(try await harness.posts.find(id: created.post.id))
+        let post = try #require(try await harness.posts.find(id: created.post.id, tenant: .default))
         #expect(post.state == .published)
         #expect(post.publishedAt != nil)
         #expect(post.media.allSatisfy { $0.state == .uploaded && $0.url?.hasPrefix("test://media/") == true })
@@ -123,8 +123,8 @@ struct JobRunnerTests {
         try await harness.withRunner(store, harness.configuration(concurrency: 3)) { runner in
             await store.waitUntilInFlight(3)
             // The hang never ends by itself: cancel to finish the test.
-            _ = try await harness.jobs.requestCancel(id: created.job.id, now: .now())
-            _ = try await harness.jobs.requestCancel(id: created.job.id, now: .now())
+            _ = try await harness.jobs.requestCancel(id: created.job.id, tenant: .default, now: .now())
+            _ = try await harness.jobs.requestCancel(id: created.job.id, tenant: .default, now: .now())
             _ = try await harness.waitUntilDone(created.job.id)
         }
         #expect(store.maxInFlight == 3)
@@ -149,7 +149,7 @@ struct JobRunnerTests {
         #expect(store.inFlight == 0)
         #expect(store.stored.isEmpty, "the object stored before the failure was deleted")
         #expect(store.deleted.contains { $0.hasPrefix("media/\(ids[0])") })
-        let post = try #require(try await harness.posts.find(id: created.post.id))
+        let post = try #require(try await harness.posts.find(id: created.post.id, tenant: .default))
         #expect(post.state == .failed)
         #expect(post.publishedAt == nil)
         #expect(post.media.allSatisfy { $0.state == .staged && $0.url == nil })
@@ -162,18 +162,18 @@ struct JobRunnerTests {
         let created = try await harness.post(media: 3)
         let job = try await harness.withRunner(store, harness.configuration(concurrency: 3)) { runner in
             await store.waitUntilInFlight(3)
-            guard case .requested = try await harness.jobs.requestCancel(id: created.job.id, now: .now()) else {
+            guard case .requested = try await harness.jobs.requestCancel(id: created.job.id, tenant: .default, now: .now()) else {
                 Issue.record("a running job's cancel is a request")
-                return try #require(try await harness.jobs.find(id: created.job.id))
+                return try #require(try await harness.jobs.find(id: created.job.id, tenant: .default))
             }
-            _ = try await harness.jobs.requestCancel(id: created.job.id, now: .now())
+            _ = try await harness.jobs.requestCancel(id: created.job.id, tenant: .default, now: .now())
             return try await harness.waitUntilDone(created.job.id)
         }
         #expect(job.state == .cancelled)
         #expect(job.error?.code == .cancelled)
         #expect(store.inFlight == 0, "no upload still running")
         #expect(store.sawCancellation.count == 3)
-        let post = try #require(try await harness.posts.find(id: created.post.id))
+        let post = try #require(try await harness.posts.find(id: created.post.id, tenant: .default))
         #expect(post.state == .cancelled)
     }
 
@@ -219,7 +219,7 @@ struct JobRunnerTests {
         }
         #expect(job.state == .succeeded)
         #expect(job.attempt == 2)
-        let post = try #require(try await harness.posts.find(id: created.post.id))
+        let post = try #require(try await harness.posts.find(id: created.post.id, tenant: .default))
         #expect(post.state == .published)
         // Committed once: a second commit by the dead runner is refused.
         let late = try await harness.jobs.commit(jobID: created.job.id, runner: "dead-runner", objects: [:], now: .now())
@@ -234,7 +234,7 @@ struct JobRunnerTests {
         _ = try await harness.withRunner(store, harness.configuration()) { runner in
             return try await harness.waitUntilDone(created.job.id)
         }
-        let answer = try await harness.jobs.requestCancel(id: created.job.id, now: .now())
+        let answer = try await harness.jobs.requestCancel(id: created.job.id, tenant: .default, now: .now())
         guard case .finished(let job) = answer else {
             Issue.record("expected .finished, got \(answer)")
             return
@@ -269,11 +269,11 @@ struct JobRunnerTests {
         try await harness.withRunner(store, configuration) { runner in
             await store.waitUntilInFlight(1)
         }
-        let job = try #require(try await harness.jobs.find(id: created.job.id))
+        let job = try #require(try await harness.jobs.find(id: created.job.id, tenant: .default))
         #expect(job.state == .queued)
         #expect(job.cancelRequested == false)
         #expect(store.inFlight == 0)
-        let post = try #require(try await harness.posts.find(id: created.post.id))
+        let post = try #require(try await harness.posts.find(id: created.post.id, tenant: .default))
         #expect(post.state == .queued)
     }
 
@@ -299,7 +299,7 @@ struct JobRunnerTests {
             let created = try await harness.post(media: 1)
             return created
         }
-        let job = try #require(try await harness.jobs.find(id: created.job.id))
+        let job = try #require(try await harness.jobs.find(id: created.job.id, tenant: .default))
         #expect(job.state == .queued)
         #expect(store.calls(created.post.media[0].id) == 0)
     }

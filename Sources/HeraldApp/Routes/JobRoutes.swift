@@ -9,24 +9,25 @@ struct JobRoutes {
 
     func register(in router: inout Router) {
         router.get("/v1/jobs") { request in
-            .json(try await service.list(try ListParameters(request, states: JobState.self)))
+            .json(try await service.list(try ListParameters(request, states: JobState.self), tenant: try request.caller().tenant))
         }
         // A plain status poll is answered on the HTTP thread; a long-poll (?wait=N, N > 0) waits in a task.
         router.get(
             "/v1/jobs/{id}",
             immediate: { request in
                 guard try Self.wait(request.queryValue("wait")) == 0 else { return nil }
-                return Self.response(try service.current(try request.parameters.require("id")))
+                return Self.response(try service.current(try request.parameters.require("id"), tenant: try request.caller().tenant))
             }
         ) { request in
             let wait = try Self.wait(request.queryValue("wait"))
-            return Self.response(try await service.job(try request.parameters.require("id"), waitingUpTo: .seconds(wait)))
+            let id = try request.parameters.require("id")
+            return Self.response(try await service.job(id, tenant: try request.caller().tenant, waitingUpTo: .seconds(wait)))
         }
         router.post("/v1/jobs/{id}/cancel") { request in
-            try await cancel(try request.parameters.require("id"))
+            try await cancel(try request.parameters.require("id"), tenant: try request.caller().tenant)
         }
         router.delete("/v1/jobs/{id}") { request in
-            try await cancel(try request.parameters.require("id"))
+            try await cancel(try request.parameters.require("id"), tenant: try request.caller().tenant)
         }
     }
 
@@ -49,8 +50,8 @@ struct JobRoutes {
     }
 
     /// 202 with the job (cancelled, or asked to stop); 200 when it was cancelled already.
-    private func cancel(_ id: String) async throws -> Response {
-        switch try await service.cancel(id) {
+    private func cancel(_ id: String, tenant: Tenant) async throws -> Response {
+        switch try await service.cancel(id, tenant: tenant) {
         case .accepted(let job):
             return .json(job, status: .accepted, headerFields: [.location: "/v1/jobs/\(job.id)"])
         case .alreadyCancelled(let job):

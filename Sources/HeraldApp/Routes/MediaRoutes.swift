@@ -26,7 +26,8 @@ struct MediaRoutes {
         }
         router.get("/v1/media/{id}") { request in
             let id = try request.parameters.require("id")
-            guard let mediaID = MediaID(validating: id), let media = try await repository.find(id: mediaID) else {
+            guard let mediaID = MediaID(validating: id), let media = try await repository.find(id: mediaID, tenant: try request.caller().tenant)
+            else {
                 throw HTTPError.unknown("media", id)
             }
             return .json(media)
@@ -34,19 +35,21 @@ struct MediaRoutes {
         router.delete("/v1/media/{id}") { request in
             let id = try request.parameters.require("id")
             guard let mediaID = MediaID(validating: id) else { throw HTTPError.unknown("media", id) }
-            switch try await repository.deleteStaged(id: mediaID) {
+            switch try await repository.deleteStaged(id: mediaID, tenant: try request.caller().tenant) {
             case .deleted(let stagingPath):
                 staging.remove(stagingPath)
                 return Response(status: .noContent)
             case .notFound:
                 throw HTTPError.unknown("media", id)
             case .attached(let postID):
+                // The post is the caller's own: attached media belong to the tenant that attached them.
                 throw HTTPError(.conflict, detail: "media \(id) is attached to post \(postID)")
             }
         }
     }
 
     private func upload(_ request: Request) async throws -> Response {
+        let tenant = try request.caller().tenant
         let contentType = request.head.headerFields[.contentType] ?? ""
         let id = MediaID.generate()
         let staged: StagingArea.Staged
@@ -75,7 +78,7 @@ struct MediaRoutes {
                 description: description,
                 createdAt: Timestamp.now()
             )
-            try await repository.insert(media, stagingPath: staged.relativePath)
+            try await repository.insert(media, tenant: tenant, stagingPath: staged.relativePath)
             return .json(media, status: .created, headerFields: [.location: "/v1/media/\(id)"])
         } catch {
             staging.remove(staged.relativePath)

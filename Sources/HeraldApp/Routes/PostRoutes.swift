@@ -23,15 +23,16 @@ struct PostRoutes {
     func register(in router: inout Router) {
         let formLimit = maxMediaBytes * service.maxMediaPerPost + MediaRoutes.multipartOverhead
         router.post("/v1/posts", maxBodySize: max(formLimit, Self.maxJSONBytes)) { request in
+            let tenant = try request.caller().tenant
             let key = try Self.idempotencyKey(request.head.headerFields[.idempotencyKey])
             let contentType = request.head.headerFields[.contentType] ?? ""
             let created: PostAndJob
             switch Self.mediaType(of: contentType) {
             case "application/json":
                 let draft = try Self.decodeDraft(try await request.body.collect(upTo: Self.maxJSONBytes))
-                created = try await service.create(draft, idempotencyKey: key)
+                created = try await service.create(draft, idempotencyKey: key, tenant: tenant)
             case "multipart/form-data":
-                created = try await service.create(try await readForm(request), idempotencyKey: key)
+                created = try await service.create(try await readForm(request), idempotencyKey: key, tenant: tenant)
             default:
                 throw HTTPError(
                     .unsupportedMediaType,
@@ -41,13 +42,13 @@ struct PostRoutes {
             return Self.accepted(created)
         }
         router.get("/v1/posts") { request in
-            .json(try await service.list(try ListParameters(request, states: PostState.self)))
+            .json(try await service.list(try ListParameters(request, states: PostState.self), tenant: try request.caller().tenant))
         }
         router.get("/v1/posts/{id}") { request in
-            .json(try await service.find(try request.parameters.require("id")))
+            .json(try await service.find(try request.parameters.require("id"), tenant: try request.caller().tenant))
         }
         router.post("/v1/posts/{id}/publish") { request in
-            Self.accepted(try await service.republish(try request.parameters.require("id")))
+            Self.accepted(try await service.republish(try request.parameters.require("id"), tenant: try request.caller().tenant))
         }
     }
 

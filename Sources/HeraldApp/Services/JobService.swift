@@ -24,8 +24,10 @@ struct JobService: Sendable {
     }
 
     /// The job as stored now, read without a hop (a plain status poll).
-    func current(_ id: String) throws -> Job {
-        guard let jobID = JobID(validating: id), let job = try status.job(id: jobID) else { throw ServiceError.notFound(kind: "job", id: id) }
+    func current(_ id: String, tenant: Tenant) throws -> Job {
+        guard let jobID = JobID(validating: id), let job = try status.job(id: jobID, tenant: tenant) else {
+            throw ServiceError.notFound(kind: "job", id: id)
+        }
         return job
     }
 
@@ -34,32 +36,32 @@ struct JobService: Sendable {
     /// Waits for the job's change events, re-reading it after each (or after ``recheckInterval`` at most): never a
     /// busy loop, and a job that finishes answers at once. The event generation is taken before each read, so a
     /// change landing between the read and the wait is not missed.
-    func job(_ id: String, waitingUpTo timeout: Duration) async throws -> Job {
+    func job(_ id: String, tenant: Tenant, waitingUpTo timeout: Duration) async throws -> Job {
         guard let jobID = JobID(validating: id) else { throw ServiceError.notFound(kind: "job", id: id) }
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         var generation = changes.generation
-        guard var job = try await jobs.find(id: jobID) else { throw ServiceError.notFound(kind: "job", id: id) }
+        guard var job = try await jobs.find(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
         while !job.done, !readiness.isDraining, !Task.isCancelled {
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero else { break }
             await changes.waitForChange(of: jobID, after: generation, timeout: min(remaining, recheckInterval))
             generation = changes.generation
-            guard let current = try await jobs.find(id: jobID) else { throw ServiceError.notFound(kind: "job", id: id) }
+            guard let current = try await jobs.find(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
             job = current
         }
         return job
     }
 
     /// One page of jobs, newest first.
-    func list(_ query: ListParameters<JobState>) async throws -> Page<Job> {
-        try await jobs.list(state: query.state, limit: query.limit, after: query.cursor)
+    func list(_ query: ListParameters<JobState>, tenant: Tenant) async throws -> Page<Job> {
+        try await jobs.list(tenant: tenant, state: query.state, limit: query.limit, after: query.cursor)
     }
 
     /// Cancels a queued or scheduled job at once, or asks a running one to stop (its runner hears the change).
-    func cancel(_ id: String) async throws -> Cancellation {
+    func cancel(_ id: String, tenant: Tenant) async throws -> Cancellation {
         guard let jobID = JobID(validating: id) else { throw ServiceError.notFound(kind: "job", id: id) }
-        switch try await jobs.requestCancel(id: jobID, now: .now()) {
+        switch try await jobs.requestCancel(id: jobID, tenant: tenant, now: .now()) {
         case .cancelledNow(let job), .requested(let job): return .accepted(job)
         case .alreadyCancelled(let job): return .alreadyCancelled(job)
         case .finished(let job): throw ServiceError.conflict("job \(job.id) has already \(job.state.rawValue); it cannot be cancelled")

@@ -25,10 +25,10 @@ struct PostService: Sendable {
     // MARK: Creating
 
     /// A post whose media were uploaded before (`media_ids`).
-    func create(_ draft: PostDraft, idempotencyKey: String?) async throws -> PostAndJob {
-        let request = try await validated(draft)
+    func create(_ draft: PostDraft, idempotencyKey: String?, tenant: Tenant) async throws -> PostAndJob {
+        let request = try await validated(draft, tenant: tenant)
         let idempotency = idempotencyKey.map { PostRepository.Idempotency(key: $0, requestHash: Self.requestHash(request, files: nil)) }
-        return try Self.result(try await posts.create(request, idempotency: idempotency, now: .now()))
+        return try Self.result(try await posts.create(request, tenant: tenant, idempotency: idempotency, now: .now()))
     }
 
     /// A post with the files its own request staged (a form's `media` parts). The files are removed unless the post
@@ -36,13 +36,13 @@ struct PostService: Sendable {
     ///
     /// The payload an `Idempotency-Key` binds includes the files' bytes, so the key is reserved once they are
     /// staged (and hashed), before any row is written.
-    func create(_ form: PostForm, idempotencyKey: String?) async throws -> PostAndJob {
+    func create(_ form: PostForm, idempotencyKey: String?, tenant: Tenant) async throws -> PostAndJob {
         var reserved: PostRepository.Idempotency?
         do {
             let request = try validated(form)
             if let idempotencyKey {
                 let idempotency = PostRepository.Idempotency(key: idempotencyKey, requestHash: Self.requestHash(request, files: form.files))
-                if let early = try await posts.reserve(idempotency, now: .now()) {
+                if let early = try await posts.reserve(idempotency, tenant: tenant, now: .now()) {
                     form.removeFiles(from: staging)
                     return try Self.result(early)
                 }
@@ -55,15 +55,15 @@ struct PostService: Sendable {
                     stagingPath: file.staged.relativePath
                 )
             }
-            let creation = try await posts.create(request, newMedia: media, idempotency: reserved, now: now)
+            let creation = try await posts.create(request, tenant: tenant, newMedia: media, idempotency: reserved, now: now)
             if case .created = creation { return try Self.result(creation) }
             // Nothing of this request was kept: drop its files, and free the key for a retry.
             form.removeFiles(from: staging)
-            if let reserved { try await posts.release(reserved) }
+            if let reserved { try await posts.release(reserved, tenant: tenant) }
             return try Self.result(creation)
         } catch {
             form.removeFiles(from: staging)
-            if let reserved { try? await posts.release(reserved) }
+            if let reserved { try? await posts.release(reserved, tenant: tenant) }
             throw error
         }
     }
@@ -71,22 +71,22 @@ struct PostService: Sendable {
     // MARK: Reading and re-publishing
 
     /// The post with this id.
-    func find(_ id: String) async throws -> Post {
-        guard let postID = PostID(validating: id), let post = try await posts.find(id: postID) else {
+    func find(_ id: String, tenant: Tenant) async throws -> Post {
+        guard let postID = PostID(validating: id), let post = try await posts.find(id: postID, tenant: tenant) else {
             throw ServiceError.notFound(kind: "post", id: id)
         }
         return post
     }
 
     /// One page of posts, newest first.
-    func list(_ query: ListParameters<PostState>) async throws -> Page<Post> {
-        try await posts.list(state: query.state, limit: query.limit, after: query.cursor)
+    func list(_ query: ListParameters<PostState>, tenant: Tenant) async throws -> Page<Post> {
+        try await posts.list(tenant: tenant, state: query.state, limit: query.limit, after: query.cursor)
     }
 
     /// A failed or cancelled post with a new job.
-    func republish(_ id: String) async throws -> PostAndJob {
+    func republish(_ id: String, tenant: Tenant) async throws -> PostAndJob {
         guard let postID = PostID(validating: id) else { throw ServiceError.notFound(kind: "post", id: id) }
-        switch try await posts.republish(id: postID, now: .now()) {
+        switch try await posts.republish(id: postID, tenant: tenant, now: .now()) {
         case .queued(let created): return created
         case .notFound: throw ServiceError.notFound(kind: "post", id: id)
         case .conflict(let reason): throw ServiceError.conflict(reason)
@@ -96,7 +96,7 @@ struct PostService: Sendable {
     // MARK: Validation
 
     /// The checked request, or every problem of the draft and its media at once.
-    private func validated(_ draft: PostDraft) async throws -> PostRequest {
+    private func validated(_ draft: PostDraft, tenant: Tenant) async throws -> PostRequest {
         do {
             return try draft.validated(maxMediaPerPost: maxMediaPerPost)
         } catch {
@@ -107,7 +107,7 @@ struct PostService: Sendable {
                 .filter { seen.insert($0.element).inserted }
                 .prefix(Self.maxMediaLookups)
                 .map { (index: $0.offset, id: $0.element) }
-            throw ServiceError.invalid(Self.ordered(error.issues + (try await posts.mediaIssues(Array(listed)))))
+            throw ServiceError.invalid(Self.ordered(error.issues + (try await posts.mediaIssues(Array(listed), tenant: tenant))))
         }
     }
 

@@ -1,0 +1,116 @@
+import Crypto
+import HeraldCore
+import HeraldStorage
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Checks API keys on HTTP threads, cheaply: a small cache of the keys seen, by the SHA-256 of their text.
+///
+/// A key is read from the database when the cache has not checked it within the last second, so a revocation made
+/// anywhere (another process, `herald keys revoke`) takes effect within a second; one made through this process
+/// takes effect at once (``forget(_:)``). As a `Service` it writes the keys' `last_used_at`, at most a minute late.
+final class Authenticator: Service, Sendable {
+    /// What a key's text authenticates.
+    enum Outcome: Equatable {
+        case valid(APIKey)
+        /// Unknown or revoked: both answer the same, so a caller cannot tell a revoked key from a wrong one.
+        case invalid
+    }
+
+    private struct Entry {
+        /// nil: no such key (remembered too, so a wrong key repeated costs no query each time).
+        var key: APIKey?
+        var checked: ContinuousClock.Instant
+        /// When the last use was queued for writing to `last_used_at`.
+        var recordedUse: ContinuousClock.Instant?
+    }
+
+    /// How long a cached answer stands: the revocation promise is "within 1 second".
+    static let freshness: Duration = .seconds(1)
+    /// How often `last_used_at` is written, and so how far behind it may be.
+    static let useInterval: Duration = .seconds(60)
+    /// Entries kept at most (a flood of wrong keys must not grow memory without bound).
+    static let capacity = 10_000
+
+    private let keys: KeyRepository
+    private let logger: Logger
+    private let cache = Mutex<[SHA256Digest: Entry]>([:])
+    private let uses = Mutex<[KeyID: Timestamp]>([:])
+
+    init(keys: KeyRepository, logger: Logger) {
+        self.keys = keys
+        self.logger = logger
+    }
+
+    /// The stored form of a key's text: lowercase hex SHA-256.
+    static func hash(_ secret: some StringProtocol) -> String {
+        SHA256.hash(data: Array(secret.utf8)).hexString
+    }
+
+    /// Checks `secret` (the text after `Bearer `). Reads the database only on a cache miss or a stale entry.
+    ///
+    /// The text is looked up by its SHA-256, so nothing here compares the secret itself: timing can reveal at most
+    /// something of a hash, which says nothing of the key. Digests compare in constant time (swift-crypto's `==`).
+    func authenticate(_ secret: Substring, now: ContinuousClock.Instant = .now) -> Outcome {
+        guard KeySecret.isWellFormed(secret) else { return .invalid }
+        let digest = SHA256.hash(data: Array(secret.utf8))
+        let cached = cache.withLock { cache -> Entry? in
+            guard var entry = cache[digest], entry.checked.duration(to: now) < Self.freshness else { return nil }
+            if let key = entry.key, entry.recordedUse.map({ $0.duration(to: now) >= Self.useInterval }) ?? true {
+                entry.recordedUse = now
+                cache[digest] = entry
+                uses.withLock { $0[key.id] = .now() }
+            }
+            return entry
+        }
+        if let cached { return Self.outcome(cached.key) }
+        let key: APIKey?
+        do {
+            key = try keys.find(hash: digest.hexString)
+        } catch {
+            // The database did not answer: refuse (a 401 is wrong, but a 500 per request is no better), and say why.
+            logger.error("cannot read API keys", metadata: ["error": "\(error)"])
+            return .invalid
+        }
+        cache.withLock { cache in
+            if cache.count >= Self.capacity { cache.removeAll() }
+            cache[digest] = Entry(key: key, checked: now, recordedUse: key == nil ? nil : now)
+        }
+        if let key, key.revokedAt == nil { uses.withLock { $0[key.id] = .now() } }
+        return Self.outcome(key)
+    }
+
+    /// Drops a key from the cache at once (revoked through this process).
+    func forget(_ id: KeyID) {
+        cache.withLock { cache in cache = cache.filter { $0.value.key?.id != id } }
+    }
+
+    private static func outcome(_ key: APIKey?) -> Outcome {
+        guard let key, key.revokedAt == nil else { return .invalid }
+        return .valid(key)
+    }
+
+    // MARK: last_used_at
+
+    /// Writes the uses gathered since the last write, every ``useInterval`` and once more on shutdown.
+    func run() async throws {
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.useInterval) }
+            await flush()
+        }
+    }
+
+    /// Writes the pending uses now.
+    func flush() async {
+        let pending = uses.withLock { uses in
+            defer { uses = [:] }
+            return uses
+        }
+        do {
+            try await keys.recordUse(pending)
+        } catch {
+            logger.warning("cannot record API key use", metadata: ["error": "\(error)", "keys": "\(pending.count)"])
+        }
+    }
+}

@@ -1,0 +1,233 @@
+/// Who owns media, posts, jobs and idempotency keys: the tenant of the API key that made them.
+///
+/// Another tenant's id answers exactly as an unknown one; lists show only the caller's tenant.
+public struct Tenant: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The tenant's name as stored and sent.
+    public let rawValue: String
+
+    /// The tenant of `--auth off` and of a key made without one.
+    public static let `default` = Tenant(uncheckedName: "default")
+
+    /// The longest tenant name.
+    public static let maxLength = 64
+
+    /// A name a client or an operator gave: 1 to 64 of ASCII letters, digits, `-`, `_` and `.`; nil otherwise.
+    public init?(rawValue: String) {
+        guard !rawValue.isEmpty, rawValue.utf8.count <= Self.maxLength, rawValue.utf8.allSatisfy(Self.isAllowed) else { return nil }
+        self.rawValue = rawValue
+    }
+
+    /// Wraps a name read from the database, which only ever holds checked names.
+    public init(uncheckedName name: String) {
+        self.rawValue = name
+    }
+
+    public var description: String { rawValue }
+
+    private static func isAllowed(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."): true
+        default: false
+        }
+    }
+}
+
+/// What an API key may do; each scope includes the ones before it.
+public enum Scope: String, Sendable, CaseIterable, Comparable {
+    /// Every `GET` except `/v1/keys`.
+    case read
+    /// Also the writes on media, posts, jobs (cancel, re-publish) and webhooks.
+    case publish
+    /// Also pausing and resuming the queue, and every `/v1/keys` call.
+    case admin
+
+    private var rank: Int {
+        switch self {
+        case .read: 0
+        case .publish: 1
+        case .admin: 2
+        }
+    }
+
+    public static func < (lhs: Scope, rhs: Scope) -> Bool { lhs.rank < rhs.rank }
+
+    /// Whether a key of this scope may make a call that needs `needed`.
+    public func allows(_ needed: Scope) -> Bool { needed <= self }
+
+    /// The names a field takes, for messages: `read, publish, admin`.
+    public static var names: String { allCases.map(\.rawValue).joined(separator: ", ") }
+}
+
+/// An API key as stored and listed: never the key itself, which only its creator sees, once.
+public struct APIKey: Sendable, Hashable {
+    public var id: KeyID
+    public var name: String
+    public var tenant: Tenant
+    public var scope: Scope
+    public var createdAt: Timestamp
+    /// When the key last authenticated a request; may lag a minute.
+    public var lastUsedAt: Timestamp?
+    /// When the key was revoked; a revoked key authenticates nothing.
+    public var revokedAt: Timestamp?
+
+    /// The longest key name.
+    public static let maxNameLength = 100
+
+    /// Creates a key record.
+    public init(
+        id: KeyID,
+        name: String,
+        tenant: Tenant,
+        scope: Scope,
+        createdAt: Timestamp,
+        lastUsedAt: Timestamp? = nil,
+        revokedAt: Timestamp? = nil
+    ) {
+        self.id = id
+        self.name = name
+        self.tenant = tenant
+        self.scope = scope
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.revokedAt = revokedAt
+    }
+
+    /// The list position of this key, for a `next_cursor`.
+    public var cursor: Cursor { Cursor(createdAt: createdAt, id: id.rawValue) }
+
+    /// Whether `name` is one a key may have: 1 to 100 characters, no control characters.
+    public static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= maxNameLength && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+}
+
+/// An API key's id.
+public typealias KeyID = ID<APIKey>
+
+/// A key with its secret, as `POST /v1/keys` and `herald keys create` answer it: the only time the secret is shown.
+public struct CreatedKey: Sendable, Hashable {
+    public var key: APIKey
+    /// `hrld_` and 43 base64url characters (32 random bytes).
+    public var secret: String
+
+    /// Pairs a new key with its secret.
+    public init(key: APIKey, secret: String) {
+        self.key = key
+        self.secret = secret
+    }
+}
+
+/// The text of API keys: `hrld_` followed by 32 random bytes in unpadded base64url.
+public enum KeySecret {
+    /// What every key starts with (so a leaked key is easy to find in a scan).
+    public static let prefix = "hrld_"
+    /// Random bytes in a key.
+    public static let randomBytes = 32
+
+    /// A new key from the system's secure random source.
+    public static func generate() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<randomBytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return prefix + base64URL(bytes)
+    }
+
+    /// Whether `text` has a key's shape: the prefix, then at least 43 base64url characters.
+    public static func isWellFormed(_ text: Substring) -> Bool {
+        guard text.hasPrefix(prefix) else { return false }
+        let body = text.utf8.dropFirst(prefix.utf8.count)
+        return body.count >= 43 && body.count <= 256
+            && body.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+                case UInt8(ascii: "-"), UInt8(ascii: "_"): true
+                default: false
+                }
+            }
+    }
+
+    /// RFC 4648 section 5, without padding.
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<min(index + 3, bytes.count)]
+            var value = 0
+            for byte in chunk { value = value << 8 | Int(byte) }
+            value <<= 8 * (3 - chunk.count)
+            for position in 0...chunk.count { out.append(alphabet[(value >> (18 - 6 * position)) & 0x3F]) }
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension APIKey: Encodable {
+    private enum CodingKeys: String, CodingKey {
+        case id, name, tenant, scope
+        case createdAt = "created_at"
+        case lastUsedAt = "last_used_at"
+        case revokedAt = "revoked_at"
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(name, forKey: .name)
+        try container.encode(tenant.rawValue, forKey: .tenant)
+        try container.encode(scope.rawValue, forKey: .scope)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encodeNullable(lastUsedAt, forKey: .lastUsedAt)
+        try container.encodeNullable(revokedAt, forKey: .revokedAt)
+    }
+}
+
+extension APIKey: JSONWritable {
+    /// `{"id", "name", "tenant", "scope", "created_at", "last_used_at", "revoked_at"}`.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writeMembers(to: &writer)
+        writer.endObject()
+    }
+
+    fileprivate func writeMembers(to writer: inout JSONWriter) {
+        writer.key("id")
+        writer.string(id)
+        writer.key("name")
+        writer.string(name)
+        writer.key("tenant")
+        writer.string(tenant.rawValue)
+        writer.key("scope")
+        writer.string(scope.rawValue)
+        writer.key("created_at")
+        writer.timestamp(createdAt)
+        writer.key("last_used_at")
+        writer.timestamp(lastUsedAt)
+        writer.key("revoked_at")
+        writer.timestamp(revokedAt)
+    }
+}
+
+extension CreatedKey: Encodable {
+    private enum CodingKeys: String, CodingKey { case key }
+
+    /// The key's members, then `"key"`: the secret.
+    public func encode(to encoder: any Encoder) throws {
+        try key.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(secret, forKey: .key)
+    }
+}
+
+extension CreatedKey: JSONWritable {
+    /// The key object's members, then `"key"` (the secret, shown this once).
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        key.writeMembers(to: &writer)
+        writer.key("key")
+        writer.string(secret)
+        writer.endObject()
+    }
+}
