@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -93,10 +94,31 @@ def free_port():
         return sock.getsockname()[1]
 
 
+# The API key of each Herald under test, by port: every /v1/ call needs one (made with `herald keys create` before
+# the server starts, as an operator would). http() and wrk() send it; the other servers have none.
+KEYS = {}
+
+
+def herald_serve(binaries, data, port, *flags):
+    """`herald serve` on 127.0.0.1:port with an admin key made for it, and no per-key rate limit: the load would pass it."""
+    created = subprocess.run([binaries["herald"], "keys", "create", "--name", "bench", "--scope", "admin", "--data-dir", data],
+                             capture_output=True, text=True, check=True, timeout=60)
+    KEYS[port] = created.stdout.split("\n", 1)[0]
+    return [binaries["herald"], "serve", "--port", str(port), "--data-dir", data, "--log-level", "warning", "--rate-limit", "0", *flags]
+
+
+def authorization(url):
+    """The Authorization header for a Herald under test, or None."""
+    key = KEYS.get(urllib.parse.urlsplit(url).port)
+    return f"Bearer {key}" if key else None
+
+
 def http(method, url, body=None, content_type=None, timeout=30):
     request = urllib.request.Request(url, data=body, method=method)
     if content_type:
         request.add_header("Content-Type", content_type)
+    if authorization(url) and urllib.parse.urlsplit(url).path.startswith("/v1/"):
+        request.add_header("Authorization", authorization(url))
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return response.status, response.read()
 
@@ -142,6 +164,8 @@ def wrk(server, path, seconds, label, script=None):
     command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency"]  # -d is command[3]
     if script:
         command += ["-s", script]
+    if authorization(server.url(path)):
+        command += ["-H", f"Authorization: {authorization(server.url(path))}"]
     command.append(server.url(path))
     # One untimed second first, as healthz.sh does: connections opened, caches and pools warm.
     subprocess.run(command[:3] + ["-d1s"] + command[4:], capture_output=True, check=True, timeout=60)
@@ -177,7 +201,7 @@ def cell(values, digits=0):
 
 def status_poll(binaries, rounds, seconds):
     data = tempfile.mkdtemp(prefix="herald-bench-")
-    herald = Server("herald-poll", [binaries["herald"], "serve", "--port", str(herald_port := free_port()), "--data-dir", data, "--log-level", "warning"], herald_port)
+    herald = Server("herald-poll", herald_serve(binaries, data, herald_port := free_port()), herald_port)
     servers = [herald]
     try:
         media = []
@@ -231,7 +255,7 @@ def post_creation(binaries, rounds, seconds):
         data = tempfile.mkdtemp(prefix="herald-bench-")
         log(f"post creation, round {round_index + 1}/{rounds}: Herald")
         # The queue is paused so that the runner's publishing does not compete with the inserts being measured.
-        herald = Server("herald-post", [binaries["herald"], "serve", "--port", str(port := free_port()), "--data-dir", data, "--log-level", "warning"], port)
+        herald = Server("herald-post", herald_serve(binaries, data, port := free_port()), port)
         try:
             http("POST", herald.url("/v1/queue/pause"))
             results["Herald POST /v1/posts"].append(wrk(herald, "/v1/posts", seconds, f"post-herald-{round_index + 1}", script=script))
@@ -333,8 +357,8 @@ def s3_herald(binaries, fake, name, *flags):
     data = tempfile.mkdtemp(prefix="herald-bench-")
     environment = dict(os.environ, AWS_ACCESS_KEY_ID="AKIDBENCH", AWS_SECRET_ACCESS_KEY="bench-secret")
     port = free_port()
-    command = [binaries["herald"], "serve", "--port", str(port), "--data-dir", data, "--log-level", "warning", "--store", fake.store()]
-    return Server(name, command + list(flags), port, ready_path="/readyz", environment=environment)
+    command = herald_serve(binaries, data, port, "--store", fake.store(), *flags)
+    return Server(name, command, port, ready_path="/readyz", environment=environment)
 
 
 def upload(server, count, size=len(PNG) + 100):
@@ -458,7 +482,8 @@ def memory(binaries, size=1 << 30):
         log("memory: ingesting 1 GiB over HTTP")
         output = subprocess.run(
             # -T streams the file (--data-binary would read it whole into curl's memory).
-            ["curl", "-sS", "--fail-with-body", "-X", "POST", "-H", "Content-Type: video/mp4", "-T", path, herald.url("/v1/media")],
+            ["curl", "-sS", "--fail-with-body", "-X", "POST", "-H", "Content-Type: video/mp4", "-H", f"Authorization: {authorization(herald.url('/v1/media'))}",
+             "-T", path, herald.url("/v1/media")],
             capture_output=True, check=True, timeout=600,
         ).stdout
         media = json.loads(output)["id"]

@@ -8,6 +8,7 @@ import Logging
 import MicroHTTP
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import Prometheus
 import Publishing
 
@@ -186,25 +187,35 @@ struct Serve: AsyncParsableCommand {
 struct Healthcheck: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Exit 0 if the service answers GET /healthz with 200, else 1.")
 
-    @Option(help: "URL to probe. [default http://127.0.0.1:$HERALD_PORT/healthz]") var url: String?
+    @Option(help: "URL to probe. [default http(s)://127.0.0.1:$HERALD_PORT/healthz: https when HERALD_TLS_CERT is set]") var url: String?
     @Option(help: "Seconds to wait for the answer.") var timeout: Int = 3
 
     func run() async throws {
-        let port = (try? Environment().int("HERALD_PORT")) ?? nil
-        let target = url ?? "http://127.0.0.1:\(port ?? 8080)/healthz"
+        let environment = Environment()
+        let port = (try? environment.int("HERALD_PORT")) ?? nil
+        let tls = ((try? environment.string("HERALD_TLS_CERT")) ?? nil) != nil
+        let target = url ?? "\(tls ? "https" : "http")://127.0.0.1:\(port ?? 8080)/healthz"
+        // The probe asks this machine's own server whether it lives: its certificate names the public host, not
+        // 127.0.0.1, so it is not verified here (nothing secret is sent).
+        var configuration = HTTPClient.Configuration()
+        var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+        tlsConfiguration.certificateVerification = .none
+        configuration.tlsConfiguration = tlsConfiguration
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let verdict: String?
         do {
-            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: target), timeout: .seconds(Int64(timeout)))
-            guard response.status == .ok else {
-                print("unhealthy: \(target) answered \(response.status.code)")
-                throw ExitCode(1)
-            }
-            print("healthy: \(target)")
-        } catch let exit as ExitCode {
-            throw exit
+            let response = try await client.execute(HTTPClientRequest(url: target), timeout: .seconds(Int64(timeout)))
+            verdict = response.status == .ok ? nil : "answered \(response.status.code)"
         } catch {
-            print("unhealthy: \(target): \(error)")
-            throw ExitCode(1)
+            verdict = "\(error)"
         }
+        try? await client.shutdown()
+        guard let verdict else {
+            print("healthy: \(target)")
+            return
+        }
+        print("unhealthy: \(target): \(verdict)")
+        throw ExitCode(1)
     }
 }
 

@@ -375,6 +375,9 @@ struct AccessTests {
                 let done = try await call(.GET, "\(base)/v1/jobs/\(jobID)?wait=20", key: admin, client: client)
                 #expect(done.status == .ok)
                 #expect(done.body.contains(#""state":"succeeded""#))
+                // The container's HEALTHCHECK probes HTTPS too.
+                let probe = try runHerald(["healthcheck", "--url", "\(base)/healthz"])
+                #expect(probe.status == 0, "\(probe.out)")
                 // Plain HTTP to the TLS port gets no answer.
                 await #expect(throws: (any Error).self) {
                     _ = try await call(.GET, base.replacingOccurrences(of: "https", with: "http") + "/healthz", key: nil)

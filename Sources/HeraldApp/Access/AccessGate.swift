@@ -58,9 +58,15 @@ public struct AccessGate: Gate {
             _ = failureLimit?.take(address, now: now)
             return Self.unauthorized(invalidToken: false)
         }
-        guard case .valid(let key) = authenticator.authenticate(secret, now: now) else {
+        let key: APIKey
+        switch authenticator.authenticate(secret, now: now) {
+        case .valid(let valid):
+            key = valid
+        case .invalid:
             _ = failureLimit?.take(address, now: now)
             return Self.unauthorized(invalidToken: true)
+        case .unavailable:
+            return HTTPError(.serviceUnavailable, detail: "API keys cannot be checked right now", headerFields: [.retryAfter: "1"])
         }
         if let keyLimit, case .limited(let retryAfter) = keyLimit.take(key.id, now: now) {
             return Self.tooManyRequests(

@@ -16,6 +16,8 @@ final class Authenticator: Service, Sendable {
         case valid(APIKey)
         /// Unknown or revoked: both answer the same, so a caller cannot tell a revoked key from a wrong one.
         case invalid
+        /// The database did not answer: the key could not be checked (503, not a failed authentication).
+        case unavailable
     }
 
     private struct Entry {
@@ -69,9 +71,8 @@ final class Authenticator: Service, Sendable {
         do {
             key = try keys.find(hash: digest.hexString)
         } catch {
-            // The database did not answer: refuse (a 401 is wrong, but a 500 per request is no better), and say why.
             logger.error("cannot read API keys", metadata: ["error": "\(error)"])
-            return .invalid
+            return .unavailable
         }
         cache.withLock { cache in
             if cache.count >= Self.capacity { cache.removeAll() }
