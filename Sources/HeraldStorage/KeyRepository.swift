@@ -11,12 +11,14 @@ public struct KeyRepository: Sendable {
 
     /// Records a new key whose text hashes to `hash` (64 lowercase hex digits).
     public func insert(_ key: APIKey, hash: String) async throws {
-        try await pool.write { db in
-            try db.run(
-                "INSERT INTO keys (id, name, tenant, scope, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                [key.id, key.name, key.tenant.rawValue, key.scope.rawValue, hash, key.createdAt.rfc3339]
-            )
-        }
+        try await pool.write { db in try Self.insert(db, key, hash: hash) }
+    }
+
+    private static func insert(_ db: Database, _ key: APIKey, hash: String) throws {
+        try db.run(
+            "INSERT INTO keys (id, name, tenant, scope, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            [key.id, key.name, key.tenant.rawValue, key.scope.rawValue, hash, key.createdAt.rfc3339]
+        )
     }
 
     /// Records `key` only if the table holds no key at all, in one transaction (so two starts make one initial key).
@@ -24,10 +26,7 @@ public struct KeyRepository: Sendable {
     public func insertIfEmpty(_ key: APIKey, hash: String) throws -> Bool {
         try pool.write { db in
             guard try Int.fetchOne(db, sql: "SELECT 1 FROM keys LIMIT 1") == nil else { return false }
-            try db.run(
-                "INSERT INTO keys (id, name, tenant, scope, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                [key.id, key.name, key.tenant.rawValue, key.scope.rawValue, hash, key.createdAt.rfc3339]
-            )
+            try Self.insert(db, key, hash: hash)
             return true
         }
     }

@@ -44,6 +44,13 @@ func makeKey(
     return (try #require(json["key"] as? String), try #require(json["id"] as? String))
 }
 
+/// `GET /v1/keys` with an admin key: the key objects of the first page.
+func listKeys(_ base: String, admin: String) async throws -> [[String: Any]] {
+    let list = try await call(.GET, "\(base)/v1/keys", key: admin)
+    #expect(list.status == .ok)
+    return try #require((try JSONSerialization.jsonObject(with: Data(list.body.utf8)) as? [String: Any])?["data"] as? [[String: Any]])
+}
+
 /// Log lines, captured whole (message and metadata) for the "no key in any log line" check.
 final class CapturedLog: Sendable {
     let lines = Mutex<[String]>([])
@@ -225,8 +232,7 @@ struct AccessTests {
             #expect(try await call(.DELETE, "\(base)/v1/keys/\(here.id)", key: admin).status == .noContent)
             #expect(try await call(.GET, "\(base)/v1/jobs", key: here.secret).status == .unauthorized)
             // Listed with its revocation; revoking again keeps answering 204.
-            let list = try await call(.GET, "\(base)/v1/keys", key: admin)
-            let keys = try #require((try JSONSerialization.jsonObject(with: Data(list.body.utf8)) as? [String: Any])?["data"] as? [[String: Any]])
+            let keys = try await listKeys(base, admin: admin)
             #expect(keys.first { $0["id"] as? String == here.id }?["revoked_at"] is String)
             #expect(keys.first { $0["name"] as? String == "initial-admin" }?["revoked_at"] is NSNull)
             #expect(try await call(.DELETE, "\(base)/v1/keys/\(here.id)", key: admin).status == .noContent)
@@ -241,8 +247,7 @@ struct AccessTests {
             #expect(try await call(.GET, "\(base)/v1/jobs", key: used.secret).status == .ok)
             // What the writer does every minute and on shutdown.
             await application.services.compactMap { $0 as? Authenticator }.first?.flush()
-            let list = try await call(.GET, "\(base)/v1/keys", key: admin)
-            let keys = try #require((try JSONSerialization.jsonObject(with: Data(list.body.utf8)) as? [String: Any])?["data"] as? [[String: Any]])
+            let keys = try await listKeys(base, admin: admin)
             #expect(keys.first { $0["id"] as? String == used.id }?["last_used_at"] is String)
             #expect(keys.first { $0["id"] as? String == idle.id }?["last_used_at"] is NSNull)
         }
