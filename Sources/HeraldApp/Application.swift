@@ -24,6 +24,8 @@ public struct Application: Sendable {
     /// The `initial-admin` key made at this start because the database held no key (`--auth keys`): the caller
     /// prints it once. nil otherwise.
     public let initialKey: CreatedKey?
+    /// The data directory's lock, held while the application lives.
+    let lock: DataDirectoryLock
     /// The routes, for tests that call them without a socket.
     let router: Router
     let readiness: Readiness
@@ -49,6 +51,13 @@ public struct Application: Sendable {
         }
         let tls = try tlsFiles(configuration)
         let storage = try Storage.open(directory: configuration.dataDirectory, logger: logger)
+        // One server per data directory: taken before anything runs, held as long as the application lives.
+        let lock: DataDirectoryLock
+        do {
+            lock = try DataDirectoryLock(directory: configuration.dataDirectory)
+        } catch {
+            throw ConfigurationError("\(error)")
+        }
         // Made last of what can fail: an S3 store owns an HTTP client, which must be shut down once made.
         let store = try store ?? makeStore(configuration, logger: logger)
         let runner = JobRunner(
@@ -61,12 +70,14 @@ public struct Application: Sendable {
                 uploadAttempts: configuration.uploadAttempts,
                 uploadTimeout: .seconds(configuration.uploadTimeout),
                 shutdownGrace: .seconds(configuration.shutdownGrace),
-                dataDirectory: configuration.dataDirectory
+                dataDirectory: configuration.dataDirectory,
+                // This process holds the lock: no other can be running the jobs a crash left `running`.
+                reclaimRunningAtStart: true
             ),
             logger: logger
         )
         let readiness = Readiness { runner.stopClaiming() }
-        let staging = StagingArea(dataDirectory: configuration.dataDirectory)
+        let staging = StagingArea(dataDirectory: configuration.dataDirectory, minFreeBytes: configuration.minFreeDisk)
         var router = Router()
 
         // The trust boundary: keys, tenants, scopes and rate limits, before any route.
@@ -83,12 +94,16 @@ public struct Application: Sendable {
             router.gate = AccessGate(mode: .off, requestsPerSecond: 0, failuresPerMinute: 0)
         }
         KeyRoutes(service: keys).register(in: &router)
+        let sweeper = Sweeper(
+            media: MediaRepository(storage), posts: PostRepository(storage), staging: staging,
+            stagedMediaTTL: configuration.stagedMediaTTL, logger: logger)
         OperationsRoutes(storage: storage, store: store, jobs: JobRepository(storage), readiness: readiness, registry: metrics)
             .register(in: &router)
         MediaRoutes(repository: MediaRepository(storage), staging: staging, maxMediaBytes: configuration.maxMediaBytes).register(in: &router)
         // The way a publish takes: route -> service -> repository -> (the runner claims the job) -> media store.
         PostRoutes(
-            service: PostService(posts: PostRepository(storage), staging: staging, maxMediaPerPost: configuration.maxMediaPerPost),
+            service: PostService(
+                posts: PostRepository(storage), staging: staging, maxMediaPerPost: configuration.maxMediaPerPost, store: store, logger: logger),
             maxMediaBytes: configuration.maxMediaBytes
         ).register(in: &router)
         JobRoutes(
@@ -124,8 +139,9 @@ public struct Application: Sendable {
             server: server,
             runner: runner,
             store: store,
-            services: storeServices + [authenticator, runner, server, readiness],
+            services: storeServices + [authenticator, sweeper, runner, server, readiness],
             initialKey: initialKey,
+            lock: lock,
             router: router,
             readiness: readiness,
             logger: logger
@@ -151,7 +167,7 @@ public struct Application: Sendable {
     }
 
     /// The media store `--store` names: `file://PATH` (default `<data-dir>/objects`) or `s3://BUCKET?endpoint=…&region=…`.
-    static func makeStore(_ configuration: HeraldConfiguration, logger: Logger) throws -> any MediaStore {
+    public static func makeStore(_ configuration: HeraldConfiguration, logger: Logger) throws -> any MediaStore {
         let spec = configuration.store ?? "file://\(configuration.dataDirectory)/objects"
         if spec.hasPrefix("file://") {
             return FileMediaStore(root: String(spec.dropFirst("file://".count)), publicBaseURL: configuration.publicBaseURL)

@@ -42,6 +42,10 @@ public struct HeraldConfiguration: Sendable {
     public var tlsKeyPath: String?
     /// Proxies whose `X-Forwarded-For` names the client.
     public var trustedProxies: [AddressRange]
+    /// Seconds an uploaded medium no post uses is kept.
+    public var stagedMediaTTL: Int
+    /// Bytes kept free on the data directory's filesystem: an upload that would leave less gets a 507.
+    public var minFreeDisk: Int
 
     public init(
         host: String = "127.0.0.1",
@@ -68,7 +72,9 @@ public struct HeraldConfiguration: Sendable {
         authFailureLimit: Int = 20,
         tlsCertificatePath: String? = nil,
         tlsKeyPath: String? = nil,
-        trustedProxies: [AddressRange] = []
+        trustedProxies: [AddressRange] = [],
+        stagedMediaTTL: Int = 86_400,
+        minFreeDisk: Int = 1 << 30
     ) {
         self.host = host
         self.port = port
@@ -95,6 +101,8 @@ public struct HeraldConfiguration: Sendable {
         self.tlsCertificatePath = tlsCertificatePath
         self.tlsKeyPath = tlsKeyPath
         self.trustedProxies = trustedProxies
+        self.stagedMediaTTL = stagedMediaTTL
+        self.minFreeDisk = minFreeDisk
     }
 
     /// Whether `host` names this machine's loopback only: `localhost`, 127.0.0.0/8 or `::1`.

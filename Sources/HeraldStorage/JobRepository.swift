@@ -177,11 +177,30 @@ public struct JobRepository: Sendable {
     /// Running jobs whose lease ended at or before `now` (a crashed process) go back to queued with the lock
     /// cleared; their posts become queued, their media staged, their uploads pending. Returns their ids.
     public func reclaimExpired(now: Timestamp) async throws -> [JobID] {
+        try await reclaim(leaseEndedBy: now)
+    }
+
+    /// Every running job goes back to queued, lease or not: what the only process on the database does at start
+    /// (it holds the data directory's lock, so no other process can be running them), so a crashed job resumes at
+    /// once rather than when its lease ends. Returns their ids.
+    public func reclaimRunning() async throws -> [JobID] {
+        try await reclaim(leaseEndedBy: nil)
+    }
+
+    private func reclaim(leaseEndedBy now: Timestamp?) async throws -> [JobID] {
         try await storage.write { db, changed in
-            let rows = try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? AND locked_until <= ? ORDER BY id"),
-                arguments: [JobState.running.rawValue, now.rfc3339]
-            )
+            let rows =
+                if let now {
+                    try Row.fetchAll(
+                        db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? AND locked_until <= ? ORDER BY id"),
+                        arguments: [JobState.running.rawValue, now.rfc3339]
+                    )
+                } else {
+                    try Row.fetchAll(
+                        db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? ORDER BY id"),
+                        arguments: [JobState.running.rawValue]
+                    )
+                }
             for row in rows {
                 try Transitions.putBack(db, jobID: row["id"], postID: row["post_id"], clearCancel: false, changed: &changed)
             }

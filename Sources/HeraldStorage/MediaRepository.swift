@@ -76,3 +76,66 @@ public struct MediaRepository: Sendable {
         )
     }
 }
+
+// MARK: The lifecycle of data
+
+extension MediaRepository {
+    /// Deletes unattached media created at or before `cutoff` (`--staged-media-ttl` ago), in one transaction; returns
+    /// their staged files' paths (relative to the data directory) for the caller to remove once it has committed.
+    public func expireUnattached(createdBy cutoff: Timestamp) async throws -> [String] {
+        try await pool.write { db in
+            try String.fetchAll(
+                db.cachedStatement(sql: "DELETE FROM media WHERE post_id IS NULL AND created_at <= ? RETURNING staging_path"),
+                arguments: [cutoff.rfc3339]
+            )
+        }
+    }
+
+    /// The staged paths whose files are still needed: media not attached, or attached to a post not published.
+    /// A staged file not among them is left over (a crash between a publish and its clean-up, or before a row).
+    public func liveStagingPaths() async throws -> Set<String> {
+        try await pool.read { db in
+            Set(
+                try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT media.staging_path FROM media LEFT JOIN posts ON posts.id = media.post_id
+                        WHERE posts.id IS NULL OR posts.state <> 'published'
+                        """
+                ))
+        }
+    }
+}
+
+// MARK: Consistency
+
+extension MediaRepository {
+    /// A medium as `herald check` compares it with the files and the store.
+    public struct Holding: Sendable, Hashable {
+        public var mediaID: MediaID
+        public var postID: PostID?
+        /// Data-directory-relative staged path.
+        public var stagingPath: String
+        /// The stored object's key, once its post is published.
+        public var objectKey: String?
+        /// Whether its post is published (its staged file is then gone and its object must exist).
+        public var published: Bool
+    }
+
+    /// Every medium, with what it should have on disk and in the store.
+    public func holdings() async throws -> [Holding] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT media.id, media.post_id, media.staging_path, media.object_key, posts.state = 'published' AS published
+                    FROM media LEFT JOIN posts ON posts.id = media.post_id ORDER BY media.id
+                    """
+            ).map { row in
+                Holding(
+                    mediaID: row["id"], postID: row["post_id"], stagingPath: row["staging_path"], objectKey: row["object_key"],
+                    published: row["published"] ?? false)
+            }
+        }
+    }
+}

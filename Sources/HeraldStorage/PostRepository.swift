@@ -268,3 +268,61 @@ public struct PostRepository: Sendable {
         return PostAndJob(post: post, job: job)
     }
 }
+
+// MARK: Deleting and forgetting
+
+extension PostRepository {
+    /// What deleting a post needs to know first, and finds.
+    public enum DeletionPlan: Sendable, Equatable {
+        /// The post can go: its media's stored objects (keys) and staged files (data-directory-relative paths).
+        case deletable(objectKeys: [String], stagingPaths: [String])
+        /// No such post for this tenant (404).
+        case notFound
+        /// Its job is queued, scheduled or running (409): cancel first.
+        case active(JobID)
+    }
+
+    /// Reads what deleting the post would remove, or why it cannot be deleted now.
+    public func deletionPlan(id: PostID, tenant: Tenant) async throws -> DeletionPlan {
+        try await storage.pool.read { db in try Self.deletionPlan(db, id: id, tenant: tenant) }
+    }
+
+    /// Deletes the post's rows in ONE transaction: the idempotency keys that name it, its jobs' uploads, its jobs,
+    /// its media and the post. Re-checks that no job is active (a re-publish may have come in between).
+    public func delete(id: PostID, tenant: Tenant) async throws -> DeletionPlan {
+        try await storage.pool.write { db in
+            let plan = try Self.deletionPlan(db, id: id, tenant: tenant)
+            guard case .deletable = plan else { return plan }
+            let jobs = "SELECT id FROM jobs WHERE post_id = ?"
+            try db.run("DELETE FROM idempotency_keys WHERE post_id = ? OR job_id IN (\(jobs))", [id, id])
+            try db.run("DELETE FROM uploads WHERE job_id IN (\(jobs))", [id])
+            // The post names its current job (checked at commit): both go in this transaction.
+            try db.run("DELETE FROM jobs WHERE post_id = ?", [id])
+            try db.run("DELETE FROM media WHERE post_id = ?", [id])
+            try db.run("DELETE FROM posts WHERE id = ?", [id])
+            return plan
+        }
+    }
+
+    private static func deletionPlan(_ db: Database, id: PostID, tenant: Tenant) throws -> DeletionPlan {
+        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM posts WHERE id = ? AND tenant = ?", arguments: [id, tenant.rawValue]) != nil else {
+            return .notFound
+        }
+        let active = try JobID.fetchOne(
+            db,
+            sql: "SELECT id FROM jobs WHERE post_id = ? AND state IN (\(databaseQuestionMarks(count: JobState.active.count))) LIMIT 1",
+            arguments: [id] + StatementArguments(JobState.active.map(\.rawValue))
+        )
+        if let active { return .active(active) }
+        let rows = try Row.fetchAll(db, sql: "SELECT object_key, staging_path FROM media WHERE post_id = ? ORDER BY position", arguments: [id])
+        return .deletable(objectKeys: rows.compactMap { $0["object_key"] }, stagingPaths: rows.map { $0["staging_path"] })
+    }
+
+    /// Forgets idempotency keys past their 24 hours; returns how many.
+    public func forgetExpiredKeys(now: Timestamp) async throws -> Int {
+        try await storage.pool.write { db in
+            try db.run("DELETE FROM idempotency_keys WHERE expires_at <= ?", [now.rfc3339])
+            return db.changesCount
+        }
+    }
+}

@@ -29,6 +29,9 @@ public struct Storage: Sendable {
     /// The database file's path.
     public let path: String
 
+    /// The data directory that holds the database (and the staging folder).
+    public var directory: String { URL(fileURLWithPath: path).deletingLastPathComponent().path }
+
     /// The job changes this process commits, announced by the repositories after each transaction.
     public let changes = JobChanges()
 
@@ -154,5 +157,32 @@ public struct Storage: Sendable {
                 "applied": "\(after.count - before.count)",
             ]
         )
+    }
+}
+
+// MARK: Checking and copying
+
+extension Storage {
+    /// What SQLite's `integrity_check` and `foreign_key_check` find, one line each; empty when all is well.
+    public func integrityProblems() async throws -> [String] {
+        try await pool.read { db in
+            var problems = try String.fetchAll(db, sql: "PRAGMA integrity_check").filter { $0 != "ok" }.map { "integrity_check: \($0)" }
+            for row in try Row.fetchAll(db, sql: "PRAGMA foreign_key_check") {
+                let table: String = row[0]
+                let rowid: Int64? = row[1]
+                let parent: String = row[2]
+                problems.append("foreign_key_check: \(table) row \(rowid.map(String.init) ?? "?") names a missing \(parent) row")
+            }
+            return problems
+        }
+    }
+
+    /// Writes a consistent copy of the database to `path` (SQLite's online backup), while other connections, the
+    /// server's included, go on reading and writing. `path` must not exist yet.
+    public func backup(to path: String) throws {
+        guard !FileManager.default.fileExists(atPath: path) else { throw StorageError.backupTargetExists(path: path) }
+        let copy = try DatabaseQueue(path: path)
+        try pool.backup(to: copy)
+        try copy.close()
     }
 }

@@ -15,6 +15,7 @@ public struct StorageError: Error, Hashable, Sendable {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum _Code: Hashable, Sendable {
             case cannotCreateDirectory
+            case backupTargetExists
         }
 
         private var code: _Code
@@ -28,11 +29,15 @@ public struct StorageError: Error, Hashable, Sendable {
             switch self.code {
             case .cannotCreateDirectory:
                 return "The data directory cannot be created."
+            case .backupTargetExists:
+                return "The backup's file exists already."
             }
         }
 
         /// The data directory (or one of its parents) could not be created, or is not a directory.
         public static let cannotCreateDirectory = Code(code: .cannotCreateDirectory)
+        /// A backup is never written over an existing file.
+        public static let backupTargetExists = Code(code: .backupTargetExists)
     }
 
     /// A class, so the error stays one pointer wide however much context it carries.
@@ -86,6 +91,13 @@ public struct StorageError: Error, Hashable, Sendable {
                 line: line
             )
         )
+    }
+}
+
+extension StorageError {
+    /// `herald backup` was given a file that exists: it is not overwritten.
+    public static func backupTargetExists(path: String, file: String = #fileID, line: Int = #line) -> Self {
+        Self(Backing(errorCode: .backupTargetExists, message: "\(path) exists; a backup writes a new file", file: file, line: line))
     }
 }
 

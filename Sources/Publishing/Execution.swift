@@ -4,6 +4,14 @@ import Logging
 import Metrics
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// One job's run: the parent task that uploads every medium through a bounded task group, then commits or undoes.
 struct Execution: Sendable {
     let job: ClaimedJob
@@ -150,7 +158,9 @@ struct Execution: Sendable {
                 return try await cancelled()
             case (.success(let objects), nil):
                 switch try await jobs.commit(jobID: job.jobID, runner: runnerID, objects: objects, now: .now()) {
-                case .done: return .succeeded
+                case .done:
+                    removeStagedFiles()
+                    return .succeeded
                 case .lostLease: return .lostLease
                 case .cancelRequested: return try await cancelled()  // the cancel came first: nothing was committed
                 }
@@ -181,6 +191,17 @@ struct Execution: Sendable {
             Timer(label: "herald_cancel_latency_seconds").record(duration: ContinuousClock.now - requested)
         }
         return outcome == .lostLease ? .lostLease : .cancelled
+    }
+
+    /// Removes the published post's staged files, after its commit: a crash before this leaves files the sweep removes,
+    /// never a row without its file. (A failed or cancelled post keeps them: it may be published again.)
+    private func removeStagedFiles() {
+        for media in job.media {
+            let path = configuration.dataDirectory + "/" + media.stagingPath
+            if unlink(path) != 0, errno != ENOENT {
+                logger.warning("could not remove a published medium's staged file", metadata: ["path": "\(path)", "errno": "\(errno)"])
+            }
+        }
     }
 
     /// Deletes every object this job may have stored (keys are deterministic; a missing one is fine).

@@ -13,12 +13,16 @@ import NIOFileSystem
 /// All file I/O goes through NIOFileSystem, which runs the blocking system calls on NIO's own
 /// thread pool, so the cooperative pool is never blocked.
 ///
-/// ``put(_:)`` copies the staged file in chunks of ``chunkSize`` bytes into a temporary file in the
-/// object's directory (`.<name>.partial-<random>`), checking for cancellation between chunks, then
-/// syncs it to disk and renames it over the final name (atomic: readers see the old object or the
-/// new one, never a partial one), then syncs the directory so the rename survives a crash. On any
-/// error or cancellation the temporary file is removed. The bytes written so far are visible as the
-/// size of the temporary file.
+/// ``put(_:)`` links the staged file (`link(2)`) to a temporary name in the object's directory
+/// (`.<name>.partial-<random>`) when both are on one filesystem: no byte is read or written, and the staged file,
+/// fsynced at ingest, is already durable. Otherwise (another filesystem, or ``linksWhenPossible`` off) it copies the
+/// staged file in chunks of ``chunkSize`` bytes into that temporary file, checking for cancellation between chunks,
+/// and syncs it. Either way it renames the temporary file over the final name (atomic: readers see the old object or
+/// the new one, never a partial one), then syncs the directory so the rename survives a crash. On any error or
+/// cancellation the temporary file is removed. The bytes copied so far are visible as the size of the temporary file.
+///
+/// A link, not a rename: the staged file stays until its post is published (a resumed or re-published job needs it),
+/// and removing it then leaves the object, which owns the bytes from then on.
 ///
 /// ``delete(key:)`` completes even when the calling task is already cancelled: it is the cleanup
 /// step of a failed or cancelled job.
@@ -29,6 +33,8 @@ public struct FileMediaStore: MediaStore {
     public let publicBaseURL: String?
     /// How many bytes ``put(_:)`` copies per read and write.
     public let chunkSize: Int
+    /// Whether ``put(_:)`` links the staged file into place when it can, rather than copying it.
+    public let linksWhenPossible: Bool
 
     private let fileSystem: FileSystem
 
@@ -39,7 +45,8 @@ public struct FileMediaStore: MediaStore {
     ///   - publicBaseURL: When set (and not empty), object URLs are `publicBaseURL/KEY`;
     ///     otherwise `file://` URLs of the objects themselves.
     ///   - chunkSize: How many bytes to copy at once; cancellation is checked between chunks.
-    public init(root: String, publicBaseURL: String? = nil, chunkSize: Int = 256 << 10) {
+    ///   - linksWhenPossible: Link the staged file into place when it is on the same filesystem (`false`: always copy).
+    public init(root: String, publicBaseURL: String? = nil, chunkSize: Int = 256 << 10, linksWhenPossible: Bool = true) {
         precondition(chunkSize > 0, "chunkSize must be positive")
         self.root = Self.absolutePath(root)
         if let publicBaseURL {
@@ -49,6 +56,7 @@ public struct FileMediaStore: MediaStore {
             self.publicBaseURL = nil
         }
         self.chunkSize = chunkSize
+        self.linksWhenPossible = linksWhenPossible
         self.fileSystem = .shared
     }
 
@@ -103,27 +111,29 @@ public struct FileMediaStore: MediaStore {
                 options: OpenOptions.Directory()
             )
             directory = directoryHandle
-            // Not "transactional": NIO would create an invisible O_TMPFILE instead, and the copy
-            // would not be observable. Exclusive: the random name is ours alone.
-            let partial = try await fileSystem.openFile(
-                forWritingAt: FilePath(partialPath),
-                options: OpenOptions.Write(
-                    existingFile: .none,
-                    newFile: OpenOptions.NewFile(permissions: nil, transactionalCreation: false)
+            if !(linksWhenPossible && Self.link(object.stagedFile, to: partialPath)) {
+                // Not "transactional": NIO would create an invisible O_TMPFILE instead, and the copy
+                // would not be observable. Exclusive: the random name is ours alone.
+                let partial = try await fileSystem.openFile(
+                    forWritingAt: FilePath(partialPath),
+                    options: OpenOptions.Write(
+                        existingFile: .none,
+                        newFile: OpenOptions.NewFile(permissions: nil, transactionalCreation: false)
+                    )
                 )
-            )
-            destination = partial
+                destination = partial
 
-            let copied = try await self.copy(from: source, to: partial, atMost: Int64(object.size))
-            guard copied == Int64(object.size) else {
-                throw MediaStoreError.sizeMismatch(key: object.key, expected: object.size, actual: Int(copied))
+                let copied = try await self.copy(from: source, to: partial, atMost: Int64(object.size))
+                guard copied == Int64(object.size) else {
+                    throw MediaStoreError.sizeMismatch(key: object.key, expected: object.size, actual: Int(copied))
+                }
+
+                try Task.checkCancellation()
+                try await partial.synchronize()
+                // Stays in `destination` until closed: a handle dropped while open is a fatal error in
+                // NIOFileSystem, and a cancelled task's `close()` is refused, so the catch closes it again.
+                try await partial.close()
             }
-
-            try Task.checkCancellation()
-            try await partial.synchronize()
-            // Stays in `destination` until closed: a handle dropped while open is a fatal error in
-            // NIOFileSystem, and a cancelled task's `close()` is refused, so the catch closes it again.
-            try await partial.close()
 
             try Task.checkCancellation()
             let finalName = location.name
@@ -132,6 +142,9 @@ public struct FileMediaStore: MediaStore {
                 guard renameat(descriptor.rawValue, partialName, descriptor.rawValue, finalName) == 0 else {
                     throw Self.errnoError(errno, "Cannot rename '\(partialPath)' to '\(location.path)'")
                 }
+                // Renaming a link over another link to the same file (a re-run that linked the same staged file) does
+                // nothing, leaving the temporary name behind (POSIX): remove it. After a real rename it is gone already.
+                _ = unlinkat(descriptor.rawValue, partialName, 0)
             }
         } catch {
             // NIOFileSystem refuses new work from a cancelled task (the thread pool drops work items
@@ -200,7 +213,16 @@ public struct FileMediaStore: MediaStore {
         }
     }
 
-    // MARK: - Copying
+    // MARK: - Linking and copying
+
+    /// Links `staged` to `path` (a new name in the object's directory); false when the filesystem cannot (another
+    /// filesystem, no hard links), and the caller copies instead. The link gets the mode a copy would have.
+    private static func link(_ staged: String, to path: String) -> Bool {
+        // One directory entry: no wait worth a thread hop.
+        guard linkat(AT_FDCWD, staged, AT_FDCWD, path, 0) == 0 else { return false }
+        _ = chmod(path, 0o644)
+        return true
+    }
 
     /// Copies `source` into `destination` chunk by chunk; stops once more than `limit` bytes were
     /// copied (the staged file grew). Returns the number of bytes copied.

@@ -27,6 +27,9 @@ public struct RunnerConfiguration: Sendable {
     public var retryBaseDelay: Duration
     /// Staged paths in the database are relative to this.
     public var dataDirectory: String
+    /// Re-queue every running job at start, lease or not: only for the one process that holds the data directory's
+    /// lock (a crashed run's jobs then resume at once instead of after their lease).
+    public var reclaimRunningAtStart: Bool
 
     public init(
         workers: Int = 8,
@@ -38,7 +41,8 @@ public struct RunnerConfiguration: Sendable {
         heartbeat: Duration = .seconds(10),
         reclaimInterval: Duration = .seconds(10),
         retryBaseDelay: Duration = .milliseconds(200),
-        dataDirectory: String = "./data"
+        dataDirectory: String = "./data",
+        reclaimRunningAtStart: Bool = false
     ) {
         self.workers = workers
         self.uploadConcurrency = uploadConcurrency
@@ -50,6 +54,7 @@ public struct RunnerConfiguration: Sendable {
         self.reclaimInterval = reclaimInterval
         self.retryBaseDelay = retryBaseDelay
         self.dataDirectory = dataDirectory
+        self.reclaimRunningAtStart = reclaimRunningAtStart
     }
 }
 
@@ -129,6 +134,15 @@ public actor JobRunner: Service {
     }
 
     private func loop(group: inout DiscardingTaskGroup) async {
+        if configuration.reclaimRunningAtStart {
+            do {
+                for jobID in try await jobs.reclaimRunning() {
+                    logger.notice("job was running when the last process stopped: back to queued", metadata: ["job_id": "\(jobID)"])
+                }
+            } catch {
+                logger.error("cannot re-queue the jobs left running", metadata: ["error": "\(error)"])
+            }
+        }
         var lastReclaim = ContinuousClock.now - configuration.reclaimInterval
         while !draining.load(ordering: .relaxed), !Task.isCancelled {
             do {

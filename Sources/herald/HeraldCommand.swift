@@ -18,7 +18,7 @@ struct HeraldCommand: AsyncParsableCommand {
         commandName: "herald",
         abstract: "Herald: uploads media and publishes posts, each publish a job you can watch and cancel.",
         version: "0.1.0",
-        subcommands: [Serve.self, Keys.self, Healthcheck.self],
+        subcommands: [Serve.self, Keys.self, Backup.self, Check.self, Healthcheck.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -59,9 +59,14 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: "PEM private key of --tls-cert. [HERALD_TLS_KEY]") var tlsKey: String?
     @Option(help: "Comma-separated CIDRs of proxies whose X-Forwarded-For names the client. [HERALD_TRUSTED_PROXIES]")
     var trustedProxies: String?
+    @Option(help: "Seconds an uploaded medium that no post uses is kept. [HERALD_STAGED_MEDIA_TTL, default 86400]") var stagedMediaTTL: Int?
+    @Option(help: "Bytes kept free on the data directory's disk; uploads that would use them get 507. [HERALD_MIN_FREE_DISK, default 1073741824]")
+    var minFreeDisk: Int?
 
     func run() async throws {
         let configuration = try resolve(Environment())
+        // A file-size limit (RLIMIT_FSIZE) reached while staging is then EFBIG, answered 507, not a signal that kills.
+        signal(SIGXFSZ, SIG_IGN)
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler =
                 switch configuration.logFormat {
@@ -161,7 +166,9 @@ struct Serve: AsyncParsableCommand {
             authFailureLimit: try authFailureLimit ?? environment.int("HERALD_AUTH_FAILURE_LIMIT") ?? defaults.authFailureLimit,
             tlsCertificatePath: try tlsCert ?? environment.string("HERALD_TLS_CERT"),
             tlsKeyPath: try tlsKey ?? environment.string("HERALD_TLS_KEY"),
-            trustedProxies: proxies ?? defaults.trustedProxies
+            trustedProxies: proxies ?? defaults.trustedProxies,
+            stagedMediaTTL: try stagedMediaTTL ?? environment.int("HERALD_STAGED_MEDIA_TTL") ?? defaults.stagedMediaTTL,
+            minFreeDisk: try minFreeDisk ?? environment.int("HERALD_MIN_FREE_DISK") ?? defaults.minFreeDisk
         )
         try validate(configuration)
         return configuration
@@ -179,6 +186,8 @@ struct Serve: AsyncParsableCommand {
         guard (0...65535).contains(configuration.port) else { throw ValidationError("--port must be 0 to 65535") }
         guard configuration.shutdownGrace >= 0 else { throw ValidationError("--shutdown-grace must not be negative") }
         guard configuration.rateLimit >= 0 else { throw ValidationError("--rate-limit must not be negative (0: no limit)") }
+        guard configuration.stagedMediaTTL >= 1 else { throw ValidationError("--staged-media-ttl must be at least 1 second") }
+        guard configuration.minFreeDisk >= 0 else { throw ValidationError("--min-free-disk must not be negative") }
         guard configuration.authFailureLimit >= 0 else { throw ValidationError("--auth-failure-limit must not be negative (0: no limit)") }
     }
 }

@@ -21,14 +21,18 @@ struct Keys: AsyncParsableCommand {
 
         /// The key service on the data directory's database.
         func service() throws -> KeyService {
+            KeyService(keys: KeyRepository(try storage()))
+        }
+
+        /// The data directory's database, created and migrated if need be; logs go to stderr, warnings and worse.
+        func storage() throws -> Storage {
             LoggingSystem.bootstrap { label in
                 var handler = StreamLogHandler.standardError(label: label)
                 handler.logLevel = .warning
                 return handler
             }
             let directory = try dataDir ?? Environment().string("HERALD_DATA_DIR") ?? HeraldConfiguration().dataDirectory
-            let storage = try Storage.open(directory: directory, logger: Logger(label: "herald"))
-            return KeyService(keys: KeyRepository(storage))
+            return try Storage.open(directory: directory, logger: Logger(label: "herald"))
         }
     }
 

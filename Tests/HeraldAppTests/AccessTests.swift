@@ -137,6 +137,7 @@ struct AccessTests {
 
             let routes: [(HTTPMethod, String, String)] = [
                 (.GET, "/v1/media/{id}", spare), (.DELETE, "/v1/media/{id}", spare), (.GET, "/v1/posts/{id}", postID),
+                (.DELETE, "/v1/posts/{id}", postID),
                 (.POST, "/v1/posts/{id}/publish", postID), (.GET, "/v1/jobs/{id}", jobID), (.GET, "/v1/jobs/{id}?wait=1", jobID),
                 (.POST, "/v1/jobs/{id}/cancel", jobID), (.DELETE, "/v1/jobs/{id}", jobID),
             ]
@@ -193,6 +194,7 @@ struct AccessTests {
                 (.GET, "/v1/media/\(unknownID)", .read, nil, nil), (.POST, "/v1/media", .publish, "image/png", pngBytes),
                 (.DELETE, "/v1/media/\(unknownID)", .publish, nil, nil), (.GET, "/v1/posts", .read, nil, nil),
                 (.POST, "/v1/posts", .publish, "application/json", json), (.GET, "/v1/posts/\(unknownID)", .read, nil, nil),
+                (.DELETE, "/v1/posts/\(unknownID)", .publish, nil, nil),
                 (.POST, "/v1/posts/\(unknownID)/publish", .publish, nil, nil), (.GET, "/v1/jobs", .read, nil, nil),
                 (.GET, "/v1/jobs/\(unknownID)", .read, nil, nil), (.POST, "/v1/jobs/\(unknownID)/cancel", .publish, nil, nil),
                 (.DELETE, "/v1/jobs/\(unknownID)", .publish, nil, nil), (.GET, "/v1/queue", .read, nil, nil),

@@ -42,7 +42,8 @@ func withHerald<T: Sendable>(
             return logger
         }()
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-    var configuration = HeraldConfiguration(host: "127.0.0.1", port: 0, dataDirectory: directory, logLevel: .warning)
+    // No disk reserve: the tests must not depend on this machine's free space (LifecycleTests checks the reserve).
+    var configuration = HeraldConfiguration(host: "127.0.0.1", port: 0, dataDirectory: directory, logLevel: .warning, minFreeDisk: 0)
     configure(&configuration)
     let application = try Application.build(
         configuration: configuration,

@@ -44,6 +44,30 @@ struct FileMediaStoreTests {
         }
     }
 
+    @Test("on one filesystem put links the staged file (same inode, no bytes copied); otherwise it copies", arguments: [true, false])
+    func linksOrCopies(links: Bool) async throws {
+        try await withTemporaryDirectory { dir in
+            let bytes = randomBytes(count: 100_000)
+            let staged = dir + "/staged-1"
+            try await write(bytes, to: staged)
+            let store = FileMediaStore(root: dir + "/objects", linksWhenPossible: links)
+            let object = MediaObject(
+                mediaID: "m1", fileExtension: "png", stagedFile: staged, size: bytes.count, sha256: "", contentType: "image/png")
+            _ = try await store.put(object)
+            var stagedInfo = stat()
+            var objectInfo = stat()
+            #expect(stat(staged, &stagedInfo) == 0)
+            #expect(stat(dir + "/objects/media/m1.png", &objectInfo) == 0)
+            #expect((stagedInfo.st_ino == objectInfo.st_ino) == links)
+            #expect(objectInfo.st_nlink == (links ? 2 : 1))
+            #expect(objectInfo.st_mode & 0o777 == 0o644)
+            // Removing the staged file (what a publish does after its commit) leaves the object whole.
+            #expect(unlink(staged) == 0)
+            #expect(try await read(dir + "/objects/media/m1.png") == bytes)
+            #expect(try await names(in: dir + "/objects/media") == ["m1.png"])
+        }
+    }
+
     @Test("a relative root gives absolute file:// URLs")
     func relativeRootIsMadeAbsolute() async throws {
         let store = FileMediaStore(root: "./data//objects/")
@@ -182,7 +206,8 @@ struct FileMediaStoreTests {
             try await FileSystem.shared.withFileHandle(forWritingAt: FilePath(staged)) { handle in
                 try await handle.resize(to: .bytes(total))
             }
-            let store = FileMediaStore(root: dir + "/objects", chunkSize: 16 << 10)
+            // Copying, as across filesystems: a link would be done before it could be cancelled.
+            let store = FileMediaStore(root: dir + "/objects", chunkSize: 16 << 10, linksWhenPossible: false)
             let object = MediaObject(
                 mediaID: "big", fileExtension: "mp4", stagedFile: staged, size: Int(total),
                 sha256: "", contentType: "video/mp4"

@@ -132,6 +132,11 @@ public final class FakeS3: Sendable {
         await wait { $0.requests.count >= count }
     }
 
+    /// Returns once `count` requests that `matching` accepts have arrived (their heads).
+    public func waitForRequests(_ count: Int, matching: @escaping @Sendable (Received) -> Bool) async {
+        await wait { $0.requests.filter(matching).count >= count }
+    }
+
     /// Returns once `count` body bytes of request `number` have arrived.
     public func waitForBody(ofRequest number: Int, count: Int) async {
         await wait { $0.requests.count >= number && $0.requests[number - 1].bodyLength >= count }

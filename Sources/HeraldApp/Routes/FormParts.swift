@@ -2,6 +2,14 @@ import HTTPTypes
 import HeraldCore
 import MicroHTTP
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Shares one multipart reader between the loop over parts and the reader of a part's bytes.
 final class PartCursor: @unchecked Sendable {
     // @unchecked Sendable: used by the one task that handles the request.
@@ -36,6 +44,15 @@ struct PartBytes: AsyncSequence, Sendable {
     }
 }
 
+extension HTTPError {
+    /// 507 with `Retry-After`: no room to stage a body.
+    static func insufficientStorage(_ detail: String) -> HTTPError {
+        HTTPError(
+            HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), detail: detail,
+            headerFields: [.retryAfter: "\(StagingArea.retryAfterFull)"])
+    }
+}
+
 extension StagingArea {
     /// Stages bytes a client sent, answering the ways they can be wrong as problems (400, 413, 415).
     func stage<Chunks: AsyncSequence>(
@@ -52,6 +69,8 @@ extension StagingArea {
             case .empty: throw HTTPError(.badRequest, detail: whenEmpty)
             case .tooLarge(let limit): throw HTTPError.bodyTooLarge(limit: limit)
             case .signatureMismatch(let type): throw HTTPError(.unsupportedMediaType, detail: "the bytes are not \(type.rawValue)")
+            // The partial file is already removed; nothing else was written, and the server goes on serving.
+            case .io(_, ENOSPC), .io(_, EDQUOT), .io(_, EFBIG): throw HTTPError.insufficientStorage("the data directory's disk is full")
             case .io: throw error
             }
         }

@@ -50,6 +50,7 @@ struct MediaRoutes {
 
     private func upload(_ request: Request) async throws -> Response {
         let tenant = try request.caller().tenant
+        try staging.ensureSpace(for: request.declaredLength)
         let contentType = request.head.headerFields[.contentType] ?? ""
         let id = MediaID.generate()
         let staged: StagingArea.Staged

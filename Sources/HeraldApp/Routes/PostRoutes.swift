@@ -32,6 +32,7 @@ struct PostRoutes {
                 let draft = try Self.decodeDraft(try await request.body.collect(upTo: Self.maxJSONBytes))
                 created = try await service.create(draft, idempotencyKey: key, tenant: tenant)
             case "multipart/form-data":
+                try service.staging.ensureSpace(for: request.declaredLength)
                 created = try await service.create(try await readForm(request), idempotencyKey: key, tenant: tenant)
             default:
                 throw HTTPError(
@@ -46,6 +47,10 @@ struct PostRoutes {
         }
         router.get("/v1/posts/{id}") { request in
             .json(try await service.find(try request.parameters.require("id"), tenant: try request.caller().tenant))
+        }
+        router.delete("/v1/posts/{id}") { request in
+            try await service.delete(try request.parameters.require("id"), tenant: try request.caller().tenant)
+            return Response(status: .noContent)
         }
         router.post("/v1/posts/{id}/publish") { request in
             Self.accepted(try await service.republish(try request.parameters.require("id"), tenant: try request.caller().tenant))

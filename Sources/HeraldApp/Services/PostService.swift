@@ -1,6 +1,8 @@
 import Crypto
 import HeraldCore
 import HeraldStorage
+import Logging
+import Publishing
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -18,6 +20,9 @@ struct PostService: Sendable {
     let posts: PostRepository
     let staging: StagingArea
     let maxMediaPerPost: Int
+    /// Where deleting a post deletes its published objects.
+    let store: any MediaStore
+    let logger: Logger
 
     /// How many distinct media ids of an invalid draft are looked up, to report unknown or attached ones too.
     static let maxMediaLookups = 100
@@ -90,6 +95,29 @@ struct PostService: Sendable {
         case .queued(let created): return created
         case .notFound: throw ServiceError.notFound(kind: "post", id: id)
         case .conflict(let reason): throw ServiceError.conflict(reason)
+        }
+    }
+
+    // MARK: Deleting
+
+    /// Deletes a post that no job is working on: its objects from the store first, then its rows (one transaction),
+    /// then its staged files. A crash in between leaves a post whose objects are gone, which deleting it again
+    /// finishes; never objects without rows to find them.
+    func delete(_ id: String, tenant: Tenant) async throws {
+        guard let postID = PostID(validating: id) else { throw ServiceError.notFound(kind: "post", id: id) }
+        switch try await posts.deletionPlan(id: postID, tenant: tenant) {
+        case .notFound: throw ServiceError.notFound(kind: "post", id: id)
+        case .active(let job): throw ServiceError.conflict("The post's job \(job) is still queued, scheduled or running; cancel it first.")
+        case .deletable(let objectKeys, _):
+            // A key the store no longer holds is fine: deleting is idempotent.
+            for key in objectKeys { try await store.delete(key: key) }
+        }
+        switch try await posts.delete(id: postID, tenant: tenant) {
+        case .notFound: throw ServiceError.notFound(kind: "post", id: id)
+        case .active(let job): throw ServiceError.conflict("The post's job \(job) started meanwhile; cancel it first.")
+        case .deletable(_, let stagingPaths):
+            for path in stagingPaths { staging.remove(path) }
+            logger.info("post deleted", metadata: ["post_id": "\(postID)", "objects": "\(stagingPaths.count)"])
         }
     }
 

@@ -1,5 +1,8 @@
 import Crypto
+import HTTPTypes
 import HeraldCore
+import Metrics
+import MicroHTTP
 import NIOPosix
 
 #if canImport(Glibc)
@@ -14,7 +17,31 @@ import NIOPosix
 struct StagingArea: Sendable {
     /// The data directory; staged paths are stored relative to it.
     let dataDirectory: String
+    /// Bytes that must stay free on the data directory's filesystem beyond an incoming body (`--min-free-disk`).
+    var minFreeBytes: Int = 0
     static let folder = "staging"
+    /// What a 507 tells the client to wait: space comes back when the sweep or an operator frees it.
+    static let retryAfterFull = 60
+
+    /// Bytes free for an unprivileged writer on the data directory's filesystem (also the `herald_disk_free_bytes`
+    /// gauge); nil if the filesystem cannot say.
+    func freeBytes() -> Int? {
+        var stats = statvfs()
+        guard statvfs(dataDirectory, &stats) == 0 else { return nil }
+        let free = Int(stats.f_bavail) * Int(stats.f_frsize)
+        Gauge(label: "herald_disk_free_bytes").record(free)
+        return free
+    }
+
+    /// Refuses (507) a body of `declaredLength` bytes (0 when not declared) that would leave less than `minFreeBytes`.
+    func ensureSpace(for declaredLength: Int?) throws {
+        guard let free = freeBytes() else { return }
+        let needed = (declaredLength ?? 0) + minFreeBytes
+        guard free >= needed else {
+            throw HTTPError.insufficientStorage(
+                "the data directory has \(free) bytes free; this body needs \(declaredLength ?? 0) and \(minFreeBytes) are kept in reserve")
+        }
+    }
 
     /// The absolute path of a data-directory-relative staged path.
     func path(of relativePath: String) -> String { dataDirectory + "/" + relativePath }
@@ -132,4 +159,9 @@ private final class StagingFile: @unchecked Sendable {
         descriptor = -1
         guard result == 0 else { throw StagingError.io("close", errno) }
     }
+}
+
+extension Request {
+    /// The body's `Content-Length`, if the client declared one.
+    var declaredLength: Int? { head.headerFields[.contentLength].flatMap { Int($0) } }
 }

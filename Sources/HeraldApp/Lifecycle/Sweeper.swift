@@ -1,0 +1,98 @@
+import Foundation
+import HeraldCore
+import HeraldStorage
+import Logging
+import Metrics
+import NIOPosix
+import ServiceLifecycle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Expires what has outlived its time, at start and every minute: unattached media past `--staged-media-ttl` (row,
+/// then file) and idempotency keys past their 24 hours. At start and every hour it also removes staged files that no
+/// live row needs (left by a crash between a publish's commit and its clean-up, or between a file and its row).
+///
+/// Each pass is one indexed query that reads nothing when nothing has expired.
+struct Sweeper: Service {
+    let media: MediaRepository
+    let posts: PostRepository
+    let staging: StagingArea
+    /// Seconds an unattached medium is kept.
+    let stagedMediaTTL: Int
+    let logger: Logger
+
+    static let interval: Duration = .seconds(60)
+    static let filesInterval: Duration = .seconds(3600)
+    /// A staged file younger than this may be an upload in progress (`.partial`) or a file whose row is being
+    /// written: the file sweep leaves it for the next pass.
+    static let fileGrace: TimeInterval = 600
+
+    func run() async throws {
+        var filesSwept: ContinuousClock.Instant?
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            _ = await sweep(now: .now())
+            if filesSwept.map({ $0.duration(to: .now) >= Self.filesInterval }) ?? true {
+                filesSwept = .now
+                _ = await sweepFiles(olderThan: Self.fileGrace)
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.interval) }
+        }
+    }
+
+    /// Expires unattached media and idempotency keys as of `now`; returns how many of each went.
+    func sweep(now: Timestamp) async -> (media: Int, keys: Int) {
+        var result = (media: 0, keys: 0)
+        do {
+            let paths = try await media.expireUnattached(createdBy: now.adding(milliseconds: -Int64(stagedMediaTTL) * 1000))
+            // After the commit: a crash in between leaves files, which the file sweep removes, never rows without files.
+            for path in paths { staging.remove(path) }
+            result.media = paths.count
+            result.keys = try await posts.forgetExpiredKeys(now: now)
+        } catch {
+            logger.error("sweep failed", metadata: ["error": "\(error)"])
+        }
+        if result.media > 0 || result.keys > 0 {
+            logger.info("swept", metadata: ["expired_media": "\(result.media)", "forgotten_idempotency_keys": "\(result.keys)"])
+        }
+        Counter(label: "herald_swept_total", dimensions: [("what", "media")]).increment(by: result.media)
+        _ = staging.freeBytes()
+        return result
+    }
+
+    /// Removes staged files older than `grace` seconds that no live row needs (and abandoned `.partial` files);
+    /// returns their data-directory-relative paths.
+    func sweepFiles(olderThan grace: TimeInterval) async -> [String] {
+        do {
+            let live = try await media.liveStagingPaths()
+            let staging = self.staging
+            // A directory listing and a stat per file: blocking calls, on NIO's thread pool.
+            let removed = try await NIOThreadPool.singleton.runIfActive { () -> [String] in
+                let folder = staging.path(of: StagingArea.folder)
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+                let cutoff = Date().timeIntervalSince1970 - grace
+                var removed: [String] = []
+                for name in names {
+                    let relative = StagingArea.folder + "/" + name
+                    guard !live.contains(relative) else { continue }
+                    var info = stat()
+                    guard lstat(folder + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+                        TimeInterval(info.st_mtim.tv_sec) <= cutoff
+                    else { continue }
+                    if unlink(folder + "/" + name) == 0 { removed.append(relative) }
+                }
+                return removed
+            }
+            if !removed.isEmpty { logger.notice("removed staged files no row needs", metadata: ["count": "\(removed.count)"]) }
+            return removed
+        } catch {
+            logger.error("staging sweep failed", metadata: ["error": "\(error)"])
+            return []
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import HeraldApp
+import HeraldStorage
+import Logging
+import ServiceLifecycle
+
+/// `herald backup --data-dir D FILE`: a consistent copy of the database, while the server runs.
+struct Backup: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write a consistent copy of the database to FILE (SQLite's online backup), while the server runs.")
+
+    @OptionGroup var data: Keys.DataDirectory
+    @Argument(help: "The copy to write; must not exist.") var file: String
+
+    func run() async throws {
+        let storage = try data.storage()
+        try storage.backup(to: file)
+        print("backed up \(storage.path) to \(file)")
+    }
+}
+
+/// `herald check --data-dir D`: the database, the staging folder and the store against one another.
+struct Check: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check the database (integrity, foreign keys), the staging files and the store against the rows; exit 0 only if all is well.")
+
+    @OptionGroup var data: Keys.DataDirectory
+    @Option(help: "The media store, as `serve` takes it. [HERALD_STORE, default file://<data-dir>/objects]") var store: String?
+
+    func run() async throws {
+        let storage = try data.storage()
+        let environment = Environment()
+        var configuration = HeraldConfiguration(dataDirectory: storage.directory)
+        configuration.store = try store ?? environment.string("HERALD_STORE")
+        configuration.storeCredentials = try environment.awsCredentials()
+        let mediaStore = try Application.makeStore(configuration, logger: Logger(label: "herald"))
+        let report = try await ConsistencyCheck.run(storage: storage, store: mediaStore, dataDirectory: storage.directory)
+        if let service = mediaStore as? any Service {
+            // The S3 store owns an HTTP client that must be shut down: run it just long enough to stop it.
+            let group = ServiceGroup(services: [service], logger: Logger(label: "herald"))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+        }
+        for problem in report.problems { print("problem: \(problem)") }
+        print(
+            "\(report.isClean ? "ok" : "\(report.problems.count) problem(s)"): \(report.mediaChecked) media, \(report.stagedFiles) staged files checked"
+        )
+        if !report.isClean { throw ExitCode(1) }
+    }
+}
