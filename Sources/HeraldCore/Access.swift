@@ -132,18 +132,26 @@ public enum KeySecret {
         return prefix + base64URL(bytes)
     }
 
-    /// Whether `text` has a key's shape: the prefix, then at least 43 base64url characters.
+    /// Whether `text` has a key's shape: the prefix, then 43 to 256 base64url characters.
     public static func isWellFormed(_ text: Substring) -> Bool {
-        guard text.hasPrefix(prefix) else { return false }
-        let body = text.utf8.dropFirst(prefix.utf8.count)
-        return body.count >= 43 && body.count <= 256
-            && body.allSatisfy { byte in
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-                case UInt8(ascii: "-"), UInt8(ascii: "_"): true
-                default: false
-                }
+        var text = String(text)
+        return text.withUTF8 { isWellFormed($0) }
+    }
+
+    /// Whether `bytes` (UTF-8) have a key's shape; checked in place, as every request's key is.
+    public static func isWellFormed(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let prefix: StaticString = "hrld_"
+        let length = prefix.utf8CodeUnitCount
+        guard bytes.count >= length + 43, bytes.count <= length + 256 else { return false }
+        for index in 0..<length where bytes[index] != prefix.utf8Start[index] { return false }
+        for byte in bytes[length...] {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): continue
+            case UInt8(ascii: "-"), UInt8(ascii: "_"): continue
+            default: return false
             }
+        }
+        return true
     }
 
     /// RFC 4648 section 5, without padding.

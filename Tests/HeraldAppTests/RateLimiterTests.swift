@@ -39,11 +39,18 @@ struct RateLimiterTests {
     }
 
     @Test func bearerTakesTheSchemeInAnyCase() {
-        #expect(AccessGate.bearer("Bearer hrld_x") == "hrld_x")
-        #expect(AccessGate.bearer("bearer  hrld_x") == "hrld_x")
-        #expect(AccessGate.bearer("Basic dXNlcjpwYXNz") == nil)
-        #expect(AccessGate.bearer("Bearer ") == nil)
-        #expect(AccessGate.bearer(nil) == nil)
+        func bearer(_ field: String) -> String? {
+            var field = field
+            return field.withUTF8 { AccessGate.bearer($0).map { String(decoding: $0, as: UTF8.self) } }
+        }
+        #expect(bearer("Bearer hrld_x") == "hrld_x")
+        #expect(bearer("bearer  hrld_x") == "hrld_x")
+        #expect(bearer("BEARER hrld_x") == "hrld_x")
+        #expect(bearer("Basic dXNlcjpwYXNz") == nil)
+        #expect(bearer("Bearer ") == nil)
+        #expect(bearer("Bearer    ") == nil)
+        #expect(bearer("Bearerhrld_x") == nil)
+        #expect(bearer("") == nil)
     }
 
     @Test(arguments: [

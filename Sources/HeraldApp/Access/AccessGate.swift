@@ -54,25 +54,29 @@ public struct AccessGate: Gate {
             return Self.tooManyRequests(
                 retryAfter: retryAfter, policy: failurePolicy, detail: "too many failed authentications from this address; retry later")
         }
-        guard let secret = Self.bearer(request.head.headerFields[.authorization]) else {
+        // Read in place: the key never becomes a string of its own.
+        var field = Self.authorization(request.head.headerFields) ?? ""
+        let outcome = field.withUTF8 { bytes -> Authenticator.Outcome? in
+            Self.bearer(bytes).map { authenticator.authenticate($0, now: now) }
+        }
+        let caller: Caller
+        switch outcome {
+        case .valid(let valid)?:
+            caller = valid
+        case nil:
             _ = failureLimit?.take(address, now: now)
             return Self.unauthorized(invalidToken: false)
-        }
-        let key: APIKey
-        switch authenticator.authenticate(secret, now: now) {
-        case .valid(let valid):
-            key = valid
-        case .invalid:
+        case .invalid?:
             _ = failureLimit?.take(address, now: now)
             return Self.unauthorized(invalidToken: true)
-        case .unavailable:
+        case .unavailable?:
             return HTTPError(.serviceUnavailable, detail: "API keys cannot be checked right now", headerFields: [.retryAfter: "1"])
         }
-        if let keyLimit, case .limited(let retryAfter) = keyLimit.take(key.id, now: now) {
+        if let keyLimit, let id = caller.keyID, case .limited(let retryAfter) = keyLimit.take(id, now: now) {
             return Self.tooManyRequests(
                 retryAfter: retryAfter, policy: keyPolicy, detail: "this key made more than \(Int(keyLimit.rate)) requests a second; retry later")
         }
-        request.principal = Caller(tenant: key.tenant, scope: key.scope, keyID: key.id)
+        request.principal = caller
         return nil
     }
 
@@ -91,11 +95,22 @@ public struct AccessGate: Gate {
         return method == .get || method == .head ? .read : .publish
     }
 
-    /// The key of `Authorization: Bearer KEY` (the scheme in any case, RFC 9110); nil for none or another scheme.
-    static func bearer(_ field: String?) -> Substring? {
-        guard let field, field.utf8.count > 7, field.prefix(7).lowercased() == "bearer " else { return nil }
-        let secret = field.dropFirst(7).drop { $0 == " " }
-        return secret.isEmpty ? nil : secret
+    /// The first `Authorization` field's value (no joining of repeated fields, as the subscript would).
+    static func authorization(_ fields: HTTPFields) -> String? {
+        for field in fields where field.name == .authorization { return field.value }
+        return nil
+    }
+
+    /// The key's bytes in `Authorization: Bearer KEY` (the scheme in any case, RFC 9110); nil for another scheme.
+    static func bearer(_ field: UnsafeBufferPointer<UInt8>) -> UnsafeBufferPointer<UInt8>? {
+        let scheme: StaticString = "bearer "
+        let length = scheme.utf8CodeUnitCount
+        guard field.count > length else { return nil }
+        // ASCII letters fold to lower case with 0x20; the space is unchanged by it.
+        for index in 0..<length where field[index] | 0x20 != scheme.utf8Start[index] { return nil }
+        var start = length
+        while start < field.count, field[start] == UInt8(ascii: " ") { start += 1 }
+        return start < field.count ? UnsafeBufferPointer(rebasing: field[start...]) : nil
     }
 
     /// 401 with `WWW-Authenticate` (RFC 6750): no key, or (`invalidToken`) one that is unknown or revoked.

@@ -12,8 +12,9 @@ import Synchronization
 /// takes effect at once (``forget(_:)``). As a `Service` it writes the keys' `last_used_at`, at most a minute late.
 final class Authenticator: Service, Sendable {
     /// What a key's text authenticates.
-    enum Outcome: Equatable {
-        case valid(APIKey)
+    enum Outcome {
+        /// The key's caller, made once per key (the cache hands out the same object).
+        case valid(Caller)
         /// Unknown or revoked: both answer the same, so a caller cannot tell a revoked key from a wrong one.
         case invalid
         /// The database did not answer: the key could not be checked (503, not a failed authentication).
@@ -23,6 +24,8 @@ final class Authenticator: Service, Sendable {
     private struct Entry {
         /// nil: no such key (remembered too, so a wrong key repeated costs no query each time).
         var key: APIKey?
+        /// The key's caller, for requests it authenticates; nil for a missing or revoked key.
+        var caller: Caller?
         var checked: ContinuousClock.Instant
         /// When the last use was queued for writing to `last_used_at`.
         var recordedUse: ContinuousClock.Instant?
@@ -51,12 +54,20 @@ final class Authenticator: Service, Sendable {
     }
 
     /// Checks `secret` (the text after `Bearer `). Reads the database only on a cache miss or a stale entry.
+    func authenticate(_ secret: Substring, now: ContinuousClock.Instant = .now) -> Outcome {
+        var text = String(secret)
+        return text.withUTF8 { authenticate($0, now: now) }
+    }
+
+    /// Checks the UTF-8 bytes of a key, in place: the path every request takes (no string is made of the key).
     ///
     /// The text is looked up by its SHA-256, so nothing here compares the secret itself: timing can reveal at most
     /// something of a hash, which says nothing of the key. Digests compare in constant time (swift-crypto's `==`).
-    func authenticate(_ secret: Substring, now: ContinuousClock.Instant = .now) -> Outcome {
+    func authenticate(_ secret: UnsafeBufferPointer<UInt8>, now: ContinuousClock.Instant = .now) -> Outcome {
         guard KeySecret.isWellFormed(secret) else { return .invalid }
-        let digest = SHA256.hash(data: Array(secret.utf8))
+        var hasher = SHA256()
+        hasher.update(bufferPointer: UnsafeRawBufferPointer(secret))
+        let digest = hasher.finalize()
         let cached = cache.withLock { cache -> Entry? in
             guard var entry = cache[digest], entry.checked.duration(to: now) < Self.freshness else { return nil }
             if let key = entry.key, entry.recordedUse.map({ $0.duration(to: now) >= Self.useInterval }) ?? true {
@@ -66,7 +77,7 @@ final class Authenticator: Service, Sendable {
             }
             return entry
         }
-        if let cached { return Self.outcome(cached.key) }
+        if let cached { return Self.outcome(cached) }
         let key: APIKey?
         do {
             key = try keys.find(hash: digest.hexString)
@@ -74,12 +85,14 @@ final class Authenticator: Service, Sendable {
             logger.error("cannot read API keys", metadata: ["error": "\(error)"])
             return .unavailable
         }
+        let caller = key.flatMap { $0.revokedAt == nil ? Caller(tenant: $0.tenant, scope: $0.scope, keyID: $0.id) : nil }
+        let entry = Entry(key: key, caller: caller, checked: now, recordedUse: key == nil ? nil : now)
         cache.withLock { cache in
             if cache.count >= Self.capacity { cache.removeAll() }
-            cache[digest] = Entry(key: key, checked: now, recordedUse: key == nil ? nil : now)
+            cache[digest] = entry
         }
-        if let key, key.revokedAt == nil { uses.withLock { $0[key.id] = .now() } }
-        return Self.outcome(key)
+        if let id = caller?.keyID { uses.withLock { $0[id] = .now() } }
+        return Self.outcome(entry)
     }
 
     /// Drops a key from the cache at once (revoked through this process).
@@ -87,9 +100,8 @@ final class Authenticator: Service, Sendable {
         cache.withLock { cache in cache = cache.filter { $0.value.key?.id != id } }
     }
 
-    private static func outcome(_ key: APIKey?) -> Outcome {
-        guard let key, key.revokedAt == nil else { return .invalid }
-        return .valid(key)
+    private static func outcome(_ entry: Entry) -> Outcome {
+        entry.caller.map { .valid($0) } ?? .invalid
     }
 
     // MARK: last_used_at

@@ -2,11 +2,14 @@ public import HeraldCore
 public import MicroHTTP
 
 /// Who is making a request: the key's tenant and scope (the ``AccessGate`` sets it on every `/v1/` request).
-public struct Caller: Sendable, Hashable {
-    public var tenant: Tenant
-    public var scope: Scope
+///
+/// A class, made once per key and kept with it in the authenticator's cache: setting it on a request is a retain,
+/// where a struct this size would be boxed (allocated) on every request.
+public final class Caller: Sendable {
+    public let tenant: Tenant
+    public let scope: Scope
     /// The key that authenticated the request; nil with `--auth off`.
-    public var keyID: KeyID?
+    public let keyID: KeyID?
 
     public init(tenant: Tenant, scope: Scope, keyID: KeyID?) {
         self.tenant = tenant

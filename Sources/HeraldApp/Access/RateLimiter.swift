@@ -38,11 +38,11 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
         }
     }
 
-    /// Whether `key` has a token, without taking it.
+    /// Whether `key` has a token, without taking it or making a bucket: one lookup, for every request of an address.
     func check(_ key: Key, now: ContinuousClock.Instant = .now) -> Decision {
-        update(key, now: now) { bucket in
-            bucket.tokens >= 1 ? .allowed(remaining: Int(bucket.tokens)) : .limited(retryAfter: retryAfter(bucket.tokens))
-        }
+        guard let bucket = buckets.withLock({ $0[key] }) else { return .allowed(remaining: Int(burst)) }
+        let tokens = refilled(bucket, now: now)
+        return tokens >= 1 ? .allowed(remaining: Int(tokens)) : .limited(retryAfter: retryAfter(tokens))
     }
 
     /// Seconds until the bucket holds `burst` again: `t` of the `RateLimit` header.
@@ -58,16 +58,22 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
         buckets.withLock { buckets in
             if buckets.count >= capacity, buckets[key] == nil { prune(&buckets, now: now) }
             var bucket = buckets[key] ?? Bucket(tokens: burst, updated: now)
-            let elapsed = bucket.updated.duration(to: now)
-            if elapsed > .zero {
-                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-                bucket.tokens = min(burst, bucket.tokens + seconds * rate)
+            if bucket.updated < now {
+                bucket.tokens = refilled(bucket, now: now)
                 bucket.updated = now
             }
             let decision = body(&bucket)
             buckets[key] = bucket
             return decision
         }
+    }
+
+    /// The bucket's tokens at `now`: what it held, plus what the rate added since, at most `burst`.
+    private func refilled(_ bucket: Bucket, now: ContinuousClock.Instant) -> Double {
+        let elapsed = bucket.updated.duration(to: now)
+        guard elapsed > .zero else { return bucket.tokens }
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        return min(burst, bucket.tokens + seconds * rate)
     }
 
     /// Drops the buckets that have refilled; if every one is still in use, all of them (a flood of new keys).
