@@ -245,23 +245,22 @@ final class Daemon: Sendable {
         let declaredLength = contentLengths.first.flatMap { Int($0) }
         let hasBody = !transferEncodings.isEmpty || (declaredLength ?? 0) > 0
         var request = Request(head: httpRequest, id: requestID, query: head.query, remoteAddress: client, logger: logger)
-        // A refusal without a body is held and answered on the next call, keeping the connection; one with a body
-        // closes it, so the body is never read.
-        let refuse = { (error: HTTPError, route: String, request: Request) -> MHD_Result in
-            if hasBody { return reject(error, route, true) }
-            slot.pointee = Unmanaged.passRetained(HeldAnswer(response: error.response, request: request, route: route, started: started)).toOpaque()
-            return .YES
-        }
         // The gate (authentication) comes before routing and body limits: an unknown path or a large body gets its
         // refusal too, and learns nothing about the routes.
-        if let gate = router.gate, let refusal = gate.admit(&request) { return refuse(refusal, "refused", request) }
+        let gate = router.gate
+        if let gate, let refusal = gate.admit(&request) {
+            return refuse(refusal, route: "refused", request: request, hasBody: hasBody, connection: connection, started: started, slot: slot)
+        }
 
         let route: Router.Route
         switch router.match(method, path: Substring(url)) {
         case .found(let found, let parameters):
             route = found
             request.parameters = parameters
-            if let gate = router.gate, let refusal = gate.authorize(request, route: found) { return refuse(refusal, found.template, request) }
+            if let gate, let refusal = gate.authorize(request, route: found) {
+                return refuse(
+                    refusal, route: found.template, request: request, hasBody: hasBody, connection: connection, started: started, slot: slot)
+            }
         case .notFound where hasBody:
             return reject(HTTPError.notFound(path: Substring(url)), "unmatched", true)
         case .methodNotAllowed(let allow) where hasBody:
@@ -296,6 +295,21 @@ final class Daemon: Sendable {
         live.withLock { $0.exchanges[ObjectIdentifier(exchange)] = exchange }
         slot.pointee = Unmanaged.passRetained(exchange).toOpaque()
         exchange.start(hasBody: hasBody)
+        return .YES
+    }
+
+    /// The gate's refusal: held and answered on the next call when there is no body, keeping the connection; with a
+    /// body, answered at once and the connection closed, so the body is never read.
+    private func refuse(
+        _ error: HTTPError, route: String, request: Request, hasBody: Bool, connection: Connection, started: ContinuousClock.Instant,
+        slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        guard !hasBody else {
+            return answerAtOnce(
+                error, connection: connection, close: true, request: request.head, route: route, requestID: request.id,
+                client: request.remoteAddress, started: started, logger: logger)
+        }
+        slot.pointee = Unmanaged.passRetained(HeldAnswer(response: error.response, request: request, route: route, started: started)).toOpaque()
         return .YES
     }
 

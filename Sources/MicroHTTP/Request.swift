@@ -33,7 +33,9 @@ public struct Request: Sendable {
     /// The client's IP address, e.g. `127.0.0.1` or `::1`: behind a trusted proxy, the one it forwarded for.
     public var remoteAddress: String?
     /// Who sent the request, as the router's ``Gate`` established it; nil when there is no gate.
-    public var principal: (any Sendable)?
+    ///
+    /// An object: one reference wide, set and read without boxing (the gate hands out one per caller, not per request).
+    public var principal: (any AnyObject & Sendable)?
 
     public init(
         head: HTTPRequest,
