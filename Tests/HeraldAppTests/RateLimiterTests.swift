@@ -53,6 +53,13 @@ struct RateLimiterTests {
         #expect(bearer("") == nil)
     }
 
+    @Test func onlyV1PathsAreGated() {
+        for path in ["/v1", "/v1/", "/v1/jobs", "/v1/jobs/x/events"] { #expect(AccessGate.isAPI(Substring(path)), "\(path)") }
+        for path in ["/", "/healthz", "/v10/jobs", "/v1x", "/metrics", "/openapi.yaml", "/V1/jobs"] {
+            #expect(!AccessGate.isAPI(Substring(path)), "\(path)")
+        }
+    }
+
     @Test(arguments: [
         ("GET", "/v1/jobs/{id}", Scope.read), ("POST", "/v1/media", .publish), ("DELETE", "/v1/jobs/{id}", .publish),
         ("GET", "/v1/keys", .admin), ("POST", "/v1/queue/pause", .admin), ("GET", "/v1/queue", .read),

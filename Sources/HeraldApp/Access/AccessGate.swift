@@ -42,8 +42,7 @@ public struct AccessGate: Gate {
     }
 
     public func admit(_ request: inout Request) -> HTTPError? {
-        let path = request.path
-        guard path.hasPrefix("/v1/") || path == "/v1" else { return nil }
+        guard Self.isAPI(request.path) else { return nil }
         guard case .keys(let authenticator) = mode else {
             request.principal = Caller.unauthenticated
             return nil
@@ -86,6 +85,15 @@ public struct AccessGate: Gate {
         guard !caller.scope.allows(needed) else { return nil }
         return HTTPError(
             .forbidden, detail: "this call needs a key with the '\(needed.rawValue)' scope; this key has '\(caller.scope.rawValue)'")
+    }
+
+    /// Whether `path` is under `/v1`: compared as bytes (`hasPrefix` on a `Substring` walks grapheme clusters).
+    static func isAPI(_ path: Substring) -> Bool {
+        let api: StaticString = "/v1"
+        let prefix = UnsafeBufferPointer(start: api.utf8Start, count: api.utf8CodeUnitCount)
+        return path.utf8.withContiguousStorageIfAvailable { bytes in
+            bytes.starts(with: prefix) && (bytes.count == prefix.count || bytes[prefix.count] == UInt8(ascii: "/"))
+        } ?? (path == "/v1" || path.hasPrefix("/v1/"))
     }
 
     /// The scope a call needs: `admin` for `/v1/keys` and pausing or resuming the queue, `read` for other reads,

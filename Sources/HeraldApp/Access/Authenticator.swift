@@ -21,10 +21,10 @@ final class Authenticator: Service, Sendable {
         case unavailable
     }
 
+    /// Small on purpose (a reference and two instants): it is copied out under the lock on every request.
     private struct Entry {
-        /// nil: no such key (remembered too, so a wrong key repeated costs no query each time).
-        var key: APIKey?
-        /// The key's caller, for requests it authenticates; nil for a missing or revoked key.
+        /// The key's caller, for requests it authenticates; nil for an unknown or revoked key (remembered too, so a
+        /// wrong key repeated costs no query each time).
         var caller: Caller?
         var checked: ContinuousClock.Instant
         /// When the last use was queued for writing to `last_used_at`.
@@ -69,11 +69,10 @@ final class Authenticator: Service, Sendable {
         hasher.update(bufferPointer: UnsafeRawBufferPointer(secret))
         let digest = hasher.finalize()
         let cached = cache.withLock { cache -> Entry? in
-            guard var entry = cache[digest], entry.checked.duration(to: now) < Self.freshness else { return nil }
-            if let key = entry.key, entry.recordedUse.map({ $0.duration(to: now) >= Self.useInterval }) ?? true {
-                entry.recordedUse = now
-                cache[digest] = entry
-                uses.withLock { $0[key.id] = .now() }
+            guard let entry = cache[digest], entry.checked.duration(to: now) < Self.freshness else { return nil }
+            if let id = entry.caller?.keyID, entry.recordedUse.map({ $0.duration(to: now) >= Self.useInterval }) ?? true {
+                cache[digest]?.recordedUse = now
+                uses.withLock { $0[id] = .now() }
             }
             return entry
         }
@@ -86,7 +85,7 @@ final class Authenticator: Service, Sendable {
             return .unavailable
         }
         let caller = key.flatMap { $0.revokedAt == nil ? Caller(tenant: $0.tenant, scope: $0.scope, keyID: $0.id) : nil }
-        let entry = Entry(key: key, caller: caller, checked: now, recordedUse: key == nil ? nil : now)
+        let entry = Entry(caller: caller, checked: now, recordedUse: caller == nil ? nil : now)
         cache.withLock { cache in
             if cache.count >= Self.capacity { cache.removeAll() }
             cache[digest] = entry
@@ -97,7 +96,7 @@ final class Authenticator: Service, Sendable {
 
     /// Drops a key from the cache at once (revoked through this process).
     func forget(_ id: KeyID) {
-        cache.withLock { cache in cache = cache.filter { $0.value.key?.id != id } }
+        cache.withLock { cache in cache = cache.filter { $0.value.caller?.keyID != id } }
     }
 
     private static func outcome(_ entry: Entry) -> Outcome {
