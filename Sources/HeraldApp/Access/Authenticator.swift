@@ -21,6 +21,22 @@ final class Authenticator: Service, Sendable {
         case unavailable
     }
 
+    /// A digest as a dictionary key: hashed by its first 8 bytes (a SHA-256 is uniformly random, so they spread as well
+    /// as all 32, for a quarter of the hashing), compared whole and in constant time (swift-crypto's `==`).
+    private struct CacheKey: Hashable {
+        let digest: SHA256Digest
+        let prefix: UInt64
+
+        init(_ digest: SHA256Digest) {
+            self.digest = digest
+            prefix = digest.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+        }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(prefix) }
+
+        static func == (lhs: CacheKey, rhs: CacheKey) -> Bool { lhs.digest == rhs.digest }
+    }
+
     /// Small on purpose (a reference and two instants): it is copied out under the lock on every request.
     private struct Entry {
         /// The key's caller, for requests it authenticates; nil for an unknown or revoked key (remembered too, so a
@@ -40,7 +56,7 @@ final class Authenticator: Service, Sendable {
 
     private let keys: KeyRepository
     private let logger: Logger
-    private let cache = Mutex<[SHA256Digest: Entry]>([:])
+    private let cache = Mutex<[CacheKey: Entry]>([:])
     private let uses = Mutex<[KeyID: Timestamp]>([:])
 
     init(keys: KeyRepository, logger: Logger) {
@@ -68,10 +84,11 @@ final class Authenticator: Service, Sendable {
         var hasher = SHA256()
         hasher.update(bufferPointer: UnsafeRawBufferPointer(secret))
         let digest = hasher.finalize()
+        let slot = CacheKey(digest)
         let cached = cache.withLock { cache -> Entry? in
-            guard let entry = cache[digest], entry.checked.duration(to: now) < Self.freshness else { return nil }
+            guard let entry = cache[slot], entry.checked.duration(to: now) < Self.freshness else { return nil }
             if let id = entry.caller?.keyID, entry.recordedUse.map({ $0.duration(to: now) >= Self.useInterval }) ?? true {
-                cache[digest]?.recordedUse = now
+                cache[slot]?.recordedUse = now
                 uses.withLock { $0[id] = .now() }
             }
             return entry
@@ -88,7 +105,7 @@ final class Authenticator: Service, Sendable {
         let entry = Entry(caller: caller, checked: now, recordedUse: caller == nil ? nil : now)
         cache.withLock { cache in
             if cache.count >= Self.capacity { cache.removeAll() }
-            cache[digest] = entry
+            cache[slot] = entry
         }
         if let id = caller?.keyID { uses.withLock { $0[id] = .now() } }
         return Self.outcome(entry)

@@ -22,6 +22,9 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     /// Buckets kept at most; past it, the full ones (idle keys) are dropped, as they hold nothing a new one would not.
     private let capacity: Int
     private let buckets = Mutex<[Key: Bucket]>([:])
+    /// Whether any bucket exists: with none (no address has ever failed to authenticate), ``check(_:now:)`` takes no
+    /// lock and hashes nothing.
+    private let inUse = Atomic(false)
 
     init(rate: Double, burst: Double, capacity: Int = 100_000) {
         self.rate = rate
@@ -40,7 +43,7 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
 
     /// Whether `key` has a token, without taking it or making a bucket: one lookup, for every request of an address.
     func check(_ key: Key, now: ContinuousClock.Instant = .now) -> Decision {
-        guard let bucket = buckets.withLock({ $0[key] }) else { return .allowed(remaining: Int(burst)) }
+        guard inUse.load(ordering: .relaxed), let bucket = buckets.withLock({ $0[key] }) else { return .allowed(remaining: Int(burst)) }
         let tokens = refilled(bucket, now: now)
         return tokens >= 1 ? .allowed(remaining: Int(tokens)) : .limited(retryAfter: retryAfter(tokens))
     }
@@ -55,7 +58,8 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     }
 
     private func update(_ key: Key, now: ContinuousClock.Instant, _ body: (inout Bucket) -> Decision) -> Decision {
-        buckets.withLock { buckets in
+        inUse.store(true, ordering: .relaxed)
+        return buckets.withLock { buckets in
             if buckets.count >= capacity, buckets[key] == nil { prune(&buckets, now: now) }
             var bucket = buckets[key] ?? Bucket(tokens: burst, updated: now)
             if bucket.updated < now {
