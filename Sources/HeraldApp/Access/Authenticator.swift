@@ -5,7 +5,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 
-/// Checks API keys on HTTP threads, cheaply: a small cache of the keys seen, by the SHA-256 of their text.
+/// Checks API keys on HTTP threads, cheaply: a small cache of the keys seen, by a keyed hash of their text.
 ///
 /// A key is read from the database when the cache has not checked it within the last second, so a revocation made
 /// anywhere (another process, `herald keys revoke`) takes effect within a second; one made through this process
@@ -21,20 +21,31 @@ final class Authenticator: Service, Sendable {
         case unavailable
     }
 
-    /// A digest as a dictionary key: hashed by its first 8 bytes (a SHA-256 is uniformly random, so they spread as well
-    /// as all 32, for a quarter of the hashing), compared whole and in constant time (swift-crypto's `==`).
+    /// A key's text as the cache knows it: two 64-bit SipHash values under salts drawn at start (a keyed function, so
+    /// nobody outside the process can aim at one), never the text itself, and computed in a few hundred instructions
+    /// where the SHA-256 costs thousands: the digest is computed only when the cache has no fresh answer.
+    ///
+    /// Two different keys share a slot with probability 2^-128; both halves are compared, without an early exit.
     private struct CacheKey: Hashable {
-        let digest: SHA256Digest
-        let prefix: UInt64
+        let first: UInt64
+        let second: UInt64
 
-        init(_ digest: SHA256Digest) {
-            self.digest = digest
-            prefix = digest.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+        private static let salts = (UInt64.random(in: .min ... .max), UInt64.random(in: .min ... .max))
+
+        init(_ secret: UnsafeBufferPointer<UInt8>) {
+            var one = Hasher()
+            one.combine(Self.salts.0)
+            one.combine(bytes: UnsafeRawBufferPointer(secret))
+            var two = Hasher()
+            two.combine(Self.salts.1)
+            two.combine(bytes: UnsafeRawBufferPointer(secret))
+            first = UInt64(bitPattern: Int64(one.finalize()))
+            second = UInt64(bitPattern: Int64(two.finalize()))
         }
 
-        func hash(into hasher: inout Hasher) { hasher.combine(prefix) }
+        func hash(into hasher: inout Hasher) { hasher.combine(first) }
 
-        static func == (lhs: CacheKey, rhs: CacheKey) -> Bool { lhs.digest == rhs.digest }
+        static func == (lhs: CacheKey, rhs: CacheKey) -> Bool { (lhs.first ^ rhs.first) | (lhs.second ^ rhs.second) == 0 }
     }
 
     /// Small on purpose (a reference and two instants): it is copied out under the lock on every request.
@@ -77,26 +88,26 @@ final class Authenticator: Service, Sendable {
 
     /// Checks the UTF-8 bytes of a key, in place: the path every request takes (no string is made of the key).
     ///
-    /// The text is looked up by its SHA-256, so nothing here compares the secret itself: timing can reveal at most
-    /// something of a hash, which says nothing of the key. Digests compare in constant time (swift-crypto's `==`).
+    /// Nothing here compares the secret itself: the cache compares keyed hashes of it (both halves, no early exit),
+    /// the database its SHA-256, so timing can reveal at most something of a hash, which says nothing of the key.
     func authenticate(_ secret: UnsafeBufferPointer<UInt8>, now: ContinuousClock.Instant = .now) -> Outcome {
-        guard KeySecret.isWellFormed(secret) else { return .invalid }
-        var hasher = SHA256()
-        hasher.update(bufferPointer: UnsafeRawBufferPointer(secret))
-        let digest = hasher.finalize()
-        let slot = CacheKey(digest)
-        let cached = cache.withLock { cache -> Entry? in
+        let slot = CacheKey(secret)
+        let cached = cache.withLock { cache -> Outcome? in
             guard let entry = cache[slot], entry.checked.duration(to: now) < Self.freshness else { return nil }
             if let id = entry.caller?.keyID, entry.recordedUse.map({ $0.duration(to: now) >= Self.useInterval }) ?? true {
                 cache[slot]?.recordedUse = now
                 uses.withLock { $0[id] = .now() }
             }
-            return entry
+            return Self.outcome(entry)
         }
-        if let cached { return Self.outcome(cached) }
+        if let cached { return cached }
+        // Not known, or known more than a second ago: the stored form is looked up (a revocation shows here).
+        guard KeySecret.isWellFormed(secret) else { return .invalid }
+        var hasher = SHA256()
+        hasher.update(bufferPointer: UnsafeRawBufferPointer(secret))
         let key: APIKey?
         do {
-            key = try keys.find(hash: digest.hexString)
+            key = try keys.find(hash: hasher.finalize().hexString)
         } catch {
             logger.error("cannot read API keys", metadata: ["error": "\(error)"])
             return .unavailable
