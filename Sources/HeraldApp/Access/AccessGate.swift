@@ -4,7 +4,7 @@ public import MicroHTTP
 
 /// The trust boundary in front of `/v1/`: the failed-authentication limit per client address, the key, the
 /// per-key rate limit, then (once the route is known) the scope. Everything else (`/healthz`, `/metrics`, …) passes.
-public struct AccessGate: Gate {
+public final class AccessGate: Gate {
     /// How requests are authenticated.
     enum Mode: Sendable {
         /// Every `/v1/` call needs a key.
@@ -80,9 +80,9 @@ public struct AccessGate: Gate {
     }
 
     public func authorize(_ request: Request, route: Router.Route) -> HTTPError? {
-        guard let caller = request.principal as? Caller else { return nil }
         let needed = Self.scope(method: route.method, template: route.template)
-        guard !caller.scope.allows(needed) else { return nil }
+        // Every key may read: the status poll's path ends here, before any cast.
+        guard needed > .read, let caller = request.principal as? Caller, !caller.scope.allows(needed) else { return nil }
         return HTTPError(
             .forbidden, detail: "this call needs a key with the '\(needed.rawValue)' scope; this key has '\(caller.scope.rawValue)'")
     }
@@ -99,8 +99,9 @@ public struct AccessGate: Gate {
     /// The scope a call needs: `admin` for `/v1/keys` and pausing or resuming the queue, `read` for other reads,
     /// `publish` for other writes.
     static func scope(method: HTTPRequest.Method, template: String) -> Scope {
-        if template.hasPrefix("/v1/keys") || template == "/v1/queue/pause" || template == "/v1/queue/resume" { return .admin }
-        return method == .get || method == .head ? .read : .publish
+        if template.utf8.starts(with: "/v1/keys".utf8) { return .admin }
+        if method == .get || method == .head { return .read }
+        return template == "/v1/queue/pause" || template == "/v1/queue/resume" ? .admin : .publish
     }
 
     /// The first `Authorization` field's value (no joining of repeated fields, as the subscript would).
