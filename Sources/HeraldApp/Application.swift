@@ -26,6 +26,8 @@ public struct Application: Sendable {
     public let initialKey: CreatedKey?
     /// The data directory's lock, held while the application lives.
     let lock: DataDirectoryLock
+    /// Server-Sent Events streams (for tests that count them).
+    let events: EventStreams
     /// The routes, for tests that call them without a socket.
     let router: Router
     let readiness: Readiness
@@ -106,13 +108,17 @@ public struct Application: Sendable {
                 posts: PostRepository(storage), staging: staging, maxMediaPerPost: configuration.maxMediaPerPost, store: store, logger: logger),
             maxMediaBytes: configuration.maxMediaBytes
         ).register(in: &router)
+        let events = EventStreams(
+            jobs: JobRepository(storage), changes: storage.changes, readiness: readiness,
+            limit: StreamLimit(maximum: configuration.maxStreams), keepAlive: configuration.eventKeepAlive)
         JobRoutes(
             service: JobService(
                 jobs: JobRepository(storage),
                 status: try JobStatusReader(storage, connections: configuration.httpThreads),
                 changes: storage.changes,
                 readiness: readiness
-            )
+            ),
+            events: events
         ).register(in: &router)
         QueueRoutes(jobs: JobRepository(storage), runner: runner).register(in: &router)
 
@@ -142,6 +148,7 @@ public struct Application: Sendable {
             services: storeServices + [authenticator, sweeper, runner, server, readiness],
             initialKey: initialKey,
             lock: lock,
+            events: events,
             router: router,
             readiness: readiness,
             logger: logger

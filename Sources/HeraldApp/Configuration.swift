@@ -46,6 +46,10 @@ public struct HeraldConfiguration: Sendable {
     public var stagedMediaTTL: Int
     /// Bytes kept free on the data directory's filesystem: an upload that would leave less gets a 507.
     public var minFreeDisk: Int
+    /// Server-Sent Events streams open at once.
+    public var maxStreams: Int
+    /// How often an idle event stream gets a comment line (no flag: the contract says at least every 15 seconds).
+    public var eventKeepAlive: Duration
 
     public init(
         host: String = "127.0.0.1",
@@ -74,7 +78,9 @@ public struct HeraldConfiguration: Sendable {
         tlsKeyPath: String? = nil,
         trustedProxies: [AddressRange] = [],
         stagedMediaTTL: Int = 86_400,
-        minFreeDisk: Int = 1 << 30
+        minFreeDisk: Int = 1 << 30,
+        maxStreams: Int = 500,
+        eventKeepAlive: Duration = .seconds(15)
     ) {
         self.host = host
         self.port = port
@@ -103,6 +109,8 @@ public struct HeraldConfiguration: Sendable {
         self.trustedProxies = trustedProxies
         self.stagedMediaTTL = stagedMediaTTL
         self.minFreeDisk = minFreeDisk
+        self.maxStreams = maxStreams
+        self.eventKeepAlive = eventKeepAlive
     }
 
     /// Whether `host` names this machine's loopback only: `localhost`, 127.0.0.0/8 or `::1`.

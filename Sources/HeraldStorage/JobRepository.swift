@@ -46,6 +46,31 @@ public struct JobRepository: Sendable {
         try await storage.pool.read { db in try Rows.job(db, id: id, tenant: tenant) }
     }
 
+    /// The job and its `version` (which grows with every committed change: an event stream's id), read together.
+    public func snapshot(id: JobID, tenant: Tenant) async throws -> (job: Job, version: Int)? {
+        try await storage.pool.read { db in
+            guard let job = try Rows.job(db, id: id, tenant: tenant) else { return nil }
+            let version = try Int.fetchOne(db.cachedStatement(sql: "SELECT version FROM jobs WHERE id = ?"), arguments: [id]) ?? 0
+            return (job, version)
+        }
+    }
+
+    /// The tenant's jobs not yet done, oldest first, with their versions: what a new event stream starts with.
+    public func activeSnapshots(tenant: Tenant) async throws -> [(job: Job, version: Int)] {
+        try await storage.pool.read { db in
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT * FROM jobs WHERE tenant = ? AND state IN (\(databaseQuestionMarks(count: JobState.active.count)))
+                        ORDER BY created_at, id
+                        """
+                ),
+                arguments: [tenant.rawValue] + StatementArguments(JobState.active.map(\.rawValue))
+            )
+            return zip(try Rows.jobs(db, rows), rows.map { $0["version"] as Int }).map { ($0, $1) }
+        }
+    }
+
     /// One page of jobs, newest first (`created_at DESC, id DESC`), optionally of one state, strictly after `cursor`.
     public func list(tenant: Tenant, state: JobState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Job> {
         try await storage.pool.read { db in

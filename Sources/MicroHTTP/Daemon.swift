@@ -101,9 +101,10 @@ final class Daemon: Sendable {
     /// Stops accepting, lets requests in flight finish (cancelling their handlers if `cancel` turns true), stops.
     func shutdown() async {
         guard let handle = OpaquePointer(bitPattern: handle.exchange(0, ordering: .acquiringAndReleasing)) else { return }
+        // Draining first: an answer stamped once a client can see the listener closed must carry `Connection: close`.
+        draining.store(true, ordering: .relaxed)
         let listener = MHD_quiesce_daemon(handle)
         if listener >= 0 { close(listener) }
-        draining.store(true, ordering: .relaxed)
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let done = live.withLock { live -> Bool in

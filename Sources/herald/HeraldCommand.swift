@@ -62,6 +62,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds an uploaded medium that no post uses is kept. [HERALD_STAGED_MEDIA_TTL, default 86400]") var stagedMediaTTL: Int?
     @Option(help: "Bytes kept free on the data directory's disk; uploads that would use them get 507. [HERALD_MIN_FREE_DISK, default 1073741824]")
     var minFreeDisk: Int?
+    @Option(help: "Server-Sent Events streams open at once; more get 503. [HERALD_MAX_STREAMS, default 500]") var maxStreams: Int?
 
     func run() async throws {
         let configuration = try resolve(Environment())
@@ -168,7 +169,8 @@ struct Serve: AsyncParsableCommand {
             tlsKeyPath: try tlsKey ?? environment.string("HERALD_TLS_KEY"),
             trustedProxies: proxies ?? defaults.trustedProxies,
             stagedMediaTTL: try stagedMediaTTL ?? environment.int("HERALD_STAGED_MEDIA_TTL") ?? defaults.stagedMediaTTL,
-            minFreeDisk: try minFreeDisk ?? environment.int("HERALD_MIN_FREE_DISK") ?? defaults.minFreeDisk
+            minFreeDisk: try minFreeDisk ?? environment.int("HERALD_MIN_FREE_DISK") ?? defaults.minFreeDisk,
+            maxStreams: try maxStreams ?? environment.int("HERALD_MAX_STREAMS") ?? defaults.maxStreams
         )
         try validate(configuration)
         return configuration
@@ -181,6 +183,7 @@ struct Serve: AsyncParsableCommand {
             ("max-media-bytes", configuration.maxMediaBytes), ("max-media-per-post", configuration.maxMediaPerPost),
             ("http-threads", configuration.httpThreads), ("max-connections", configuration.maxConnections),
             ("max-connections-per-ip", configuration.maxConnectionsPerIP), ("connection-timeout", configuration.connectionTimeout),
+            ("max-streams", configuration.maxStreams),
         ]
         for (name, value) in positive where value < 1 { throw ValidationError("--\(name) must be at least 1, not \(value)") }
         guard (0...65535).contains(configuration.port) else { throw ValidationError("--port must be 0 to 65535") }

@@ -112,7 +112,8 @@ struct JobRoutesTests {
                     changes: application.storage.changes,
                     readiness: application.readiness,
                     recheckInterval: .seconds(60)
-                )
+                ),
+                events: application.events
             ).register(in: &router)
             router.gate = AccessGate(mode: .off, requestsPerSecond: 0, failuresPerMinute: 0)
             let routes = router
@@ -142,7 +143,8 @@ struct JobRoutesTests {
                     changes: application.storage.changes,
                     readiness: readiness,
                     recheckInterval: .milliseconds(100)
-                )
+                ),
+                events: application.events
             ).register(in: &router)
             router.gate = AccessGate(mode: .off, requestsPerSecond: 0, failuresPerMinute: 0)
             let routes = router

@@ -6,6 +6,7 @@ import MicroHTTP
 /// HTTP to ``JobService`` calls.
 struct JobRoutes {
     let service: JobService
+    let events: EventStreams
 
     func register(in router: inout Router) {
         router.get("/v1/jobs") { request in
@@ -22,6 +23,14 @@ struct JobRoutes {
             let wait = try Self.wait(request.queryValue("wait"))
             let id = try request.parameters.require("id")
             return Self.response(try await service.job(id, tenant: try request.caller().tenant, waitingUpTo: .seconds(wait)))
+        }
+        router.get("/v1/jobs/{id}/events") { request in
+            try await events.job(
+                try request.parameters.require("id"), tenant: try request.caller().tenant,
+                lastEventID: request.head.headerFields[.lastEventID].flatMap { Int($0.trimmingPrefix(" ")) })
+        }
+        router.get("/v1/events") { request in
+            try events.tenant(try request.caller().tenant)
         }
         router.post("/v1/jobs/{id}/cancel") { request in
             try await cancel(try request.parameters.require("id"), tenant: try request.caller().tenant)
@@ -58,4 +67,9 @@ struct JobRoutes {
             return .json(job)
         }
     }
+}
+
+extension HTTPField.Name {
+    /// `Last-Event-ID`: the id of the last event a reconnecting Server-Sent Events client saw.
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
 }
