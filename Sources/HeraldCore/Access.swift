@@ -121,7 +121,9 @@ public struct CreatedKey: Sendable, Hashable {
 /// The text of API keys: `hrld_` followed by 32 random bytes in unpadded base64url.
 public enum KeySecret {
     /// What every key starts with (so a leaked key is easy to find in a scan).
-    public static let prefix = "hrld_"
+    public static var prefix: String { marker.description }
+    /// The prefix as bytes, for the check every request's key goes through.
+    private static let marker: StaticString = "hrld_"
     /// Random bytes in a key.
     public static let randomBytes = 32
 
@@ -129,7 +131,7 @@ public enum KeySecret {
     public static func generate() -> String {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<randomBytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return prefix + base64URL(bytes)
+        return prefix + Base64URL.encode(bytes)
     }
 
     /// Whether `text` has a key's shape: the prefix, then 43 to 256 base64url characters.
@@ -140,10 +142,9 @@ public enum KeySecret {
 
     /// Whether `bytes` (UTF-8) have a key's shape; checked in place, as every request's key is.
     public static func isWellFormed(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        let prefix: StaticString = "hrld_"
-        let length = prefix.utf8CodeUnitCount
+        let length = marker.utf8CodeUnitCount
         guard bytes.count >= length + 43, bytes.count <= length + 256 else { return false }
-        for index in 0..<length where bytes[index] != prefix.utf8Start[index] { return false }
+        for index in 0..<length where bytes[index] != marker.utf8Start[index] { return false }
         for byte in bytes[length...] {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): continue
@@ -152,23 +153,6 @@ public enum KeySecret {
             }
         }
         return true
-    }
-
-    /// RFC 4648 section 5, without padding.
-    static func base64URL(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var value = 0
-            for byte in chunk { value = value << 8 | Int(byte) }
-            value <<= 8 * (3 - chunk.count)
-            for position in 0...chunk.count { out.append(alphabet[(value >> (18 - 6 * position)) & 0x3F]) }
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 

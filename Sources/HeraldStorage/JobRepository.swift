@@ -49,9 +49,12 @@ public struct JobRepository: Sendable {
     /// The job and its `version` (which grows with every committed change: an event stream's id), read together.
     public func snapshot(id: JobID, tenant: Tenant) async throws -> (job: Job, version: Int)? {
         try await storage.pool.read { db in
-            guard let job = try Rows.job(db, id: id, tenant: tenant) else { return nil }
-            let version = try Int.fetchOne(db.cachedStatement(sql: "SELECT version FROM jobs WHERE id = ?"), arguments: [id]) ?? 0
-            return (job, version)
+            guard
+                let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT * FROM jobs WHERE id = ? AND tenant = ?"), arguments: [id, tenant.rawValue]),
+                let job = try Rows.jobs(db, [row]).first
+            else { return nil }
+            return (job, row["version"])
         }
     }
 

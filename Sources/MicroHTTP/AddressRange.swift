@@ -85,20 +85,13 @@ public struct TrustedProxies: Sendable, Hashable {
         var client = peer
         for field in forwardedFor.reversed() {
             for hop in field.split(separator: ",").reversed() {
-                let address = hop.trimmingCharacters(in: " \t")
+                // An address holds no blanks: dropping them all is trimming the hop.
+                let address = String(hop.filter { $0 != " " && $0 != "\t" })
                 guard AddressRange.isAddress(address) else { return client }
                 client = address
                 if !trusts(address) { return client }
             }
         }
         return client
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        let blanks = Set(set.unicodeScalars)
-        let scalars = unicodeScalars.drop { blanks.contains($0) }.reversed().drop { blanks.contains($0) }.reversed()
-        return String(String.UnicodeScalarView(scalars))
     }
 }

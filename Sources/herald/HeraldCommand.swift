@@ -94,30 +94,18 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// The one log line that holds a key: the initial admin key, on stderr whatever the log level, shown this once.
+    ///
+    /// Written by the handler `--log-format` names, on stderr and at `notice` whatever `--log-level` says.
     private func announce(_ created: CreatedKey, format: LogFormat) {
-        let message =
-            "initial admin key (shown once; keep it): \(created.secret) ; make more with `herald keys create --name NAME` or POST /v1/keys"
-        let line: String
-        switch format {
-        case .text:
-            line = "\(Timestamp.now().rfc3339) notice herald : key_id=\(created.key.id) \(message)\n"
-        case .json:
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.key("timestamp")
-            writer.timestamp(Timestamp.now())
-            writer.key("level")
-            writer.string("notice")
-            writer.key("label")
-            writer.string("herald")
-            writer.key("message")
-            writer.string(message)
-            writer.key("key_id")
-            writer.string(created.key.id)
-            writer.endObject()
-            line = String(decoding: writer.bytes, as: UTF8.self) + "\n"
-        }
-        FileHandle.standardError.write(Data(line.utf8))
+        var handler: any LogHandler =
+            switch format {
+            case .text: StreamLogHandler.standardError(label: "herald")
+            case .json: JSONLogHandler(label: "herald", output: LineWriter(descriptor: STDERR_FILENO))
+            }
+        handler.logLevel = .notice
+        Logger(label: "herald") { _ in handler }.notice(
+            "initial admin key (shown once; keep it): \(created.secret) ; make more with `herald keys create --name NAME` or POST /v1/keys",
+            metadata: ["key_id": "\(created.key.id)"])
     }
 
     /// Flags first, then the environment, then the contract's defaults.

@@ -76,14 +76,16 @@ final class Authenticator: Service, Sendable {
     }
 
     /// The stored form of a key's text: lowercase hex SHA-256.
-    static func hash(_ secret: some StringProtocol) -> String {
-        SHA256.hash(data: Array(secret.utf8)).hexString
+    static func hash(_ secret: String) -> String {
+        var text = secret
+        return text.withUTF8 { hash($0) }
     }
 
-    /// Checks `secret` (the text after `Bearer `). Reads the database only on a cache miss or a stale entry.
-    func authenticate(_ secret: Substring, now: ContinuousClock.Instant = .now) -> Outcome {
-        var text = String(secret)
-        return text.withUTF8 { authenticate($0, now: now) }
+    /// The stored form of a key's UTF-8 bytes.
+    private static func hash(_ secret: UnsafeBufferPointer<UInt8>) -> String {
+        var hasher = SHA256()
+        hasher.update(bufferPointer: UnsafeRawBufferPointer(secret))
+        return hasher.finalize().hexString
     }
 
     /// Checks the UTF-8 bytes of a key, in place: the path every request takes (no string is made of the key).
@@ -103,11 +105,9 @@ final class Authenticator: Service, Sendable {
         if let cached { return cached }
         // Not known, or known more than a second ago: the stored form is looked up (a revocation shows here).
         guard KeySecret.isWellFormed(secret) else { return .invalid }
-        var hasher = SHA256()
-        hasher.update(bufferPointer: UnsafeRawBufferPointer(secret))
         let key: APIKey?
         do {
-            key = try keys.find(hash: hasher.finalize().hexString)
+            key = try keys.find(hash: Self.hash(secret))
         } catch {
             logger.error("cannot read API keys", metadata: ["error": "\(error)"])
             return .unavailable

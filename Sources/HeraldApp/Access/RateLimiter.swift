@@ -48,11 +48,6 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
         return tokens >= 1 ? .allowed(remaining: Int(tokens)) : .limited(retryAfter: retryAfter(tokens))
     }
 
-    /// Seconds until the bucket holds `burst` again: `t` of the `RateLimit` header.
-    func secondsToFull(remaining: Int) -> Int {
-        Int(((burst - Double(remaining)) / rate).rounded(.up))
-    }
-
     private func retryAfter(_ tokens: Double) -> Int {
         max(1, Int(((1 - tokens) / rate).rounded(.up)))
     }

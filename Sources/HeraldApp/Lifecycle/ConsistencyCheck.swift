@@ -22,8 +22,8 @@ public enum ConsistencyCheck {
     public static func run(storage: Storage, store: any MediaStore, dataDirectory: String) async throws -> Report {
         var problems = try await storage.integrityProblems()
         let holdings = try await MediaRepository(storage).holdings()
-        let folder = dataDirectory + "/" + "staging"
-        let files = Set(((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).map { "staging/" + $0 })
+        let folder = dataDirectory + "/" + StagingArea.folder
+        let files = Set(((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).map { StagingArea.folder + "/" + $0 })
         var needed = Set<String>()
         for holding in holdings {
             let owner = holding.postID.map { "post \($0)" } ?? "no post"
