@@ -109,7 +109,7 @@ public struct Application: Sendable {
             maxMediaBytes: configuration.maxMediaBytes
         ).register(in: &router)
         let events = EventStreams(
-            jobs: JobRepository(storage), changes: storage.changes, readiness: readiness,
+            jobs: JobRepository(storage), changes: storage.changes, progress: storage.uploadProgress, readiness: readiness,
             limit: StreamLimit(maximum: configuration.maxStreams), keepAlive: configuration.eventKeepAlive)
         JobRoutes(
             service: JobService(

@@ -207,7 +207,7 @@ public struct JSONWriter: ~Copyable {
 extension Job: JSONWritable {
     /// The API's job object as JSON, the same members and values as its `Encodable` form, written directly.
     public var json: [UInt8] {
-        var writer = JSONWriter(capacity: 512 + uploads.count * 160)
+        var writer = JSONWriter(capacity: 576 + uploads.count * 200)
         write(to: &writer)
         return writer.bytes
     }
@@ -242,6 +242,10 @@ extension Job: JSONWritable {
         writer.int(progress.failed)
         writer.key("percent")
         writer.int(progress.percent)
+        writer.key("bytes_total")
+        writer.int(progress.bytesTotal)
+        writer.key("bytes_uploaded")
+        writer.int(progress.bytesUploaded)
         writer.endObject()
         writer.key("uploads")
         writer.beginArray()
@@ -255,6 +259,10 @@ extension Job: JSONWritable {
             writer.int(upload.attempts)
             writer.key("error")
             writer.string(upload.error)
+            writer.key("size")
+            writer.int(upload.size)
+            writer.key("bytes_sent")
+            writer.int(upload.bytesSent)
             writer.endObject()
         }
         writer.endArray()

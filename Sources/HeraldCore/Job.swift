@@ -51,7 +51,7 @@ public struct Job: Codable, Sendable, Equatable {
     /// Whether the job has finished (succeeded, failed or cancelled): the API's `done`.
     public var done: Bool { state.isDone }
 
-    /// The upload counts: the API's `progress`.
+    /// The upload counts and bytes: the API's `progress`.
     public var progress: Progress { Progress(uploads: uploads, state: state) }
 
     /// The list position of this job, for a `next_cursor`.
@@ -67,18 +67,28 @@ public struct Job: Codable, Sendable, Equatable {
         public var attempts: Int
         /// The last attempt's error, if it failed.
         public var error: String?
+        /// The medium's size in bytes.
+        public var size: Int
+        /// Bytes of this attempt the store has taken: all of them once uploaded. Live while uploading (kept in memory,
+        /// written at state changes).
+        public var bytesSent: Int
 
         /// Creates an upload entry.
-        public init(mediaID: MediaID, state: UploadState = .pending, attempts: Int = 0, error: String? = nil) {
+        public init(
+            mediaID: MediaID, state: UploadState = .pending, attempts: Int = 0, error: String? = nil, size: Int = 0, bytesSent: Int = 0
+        ) {
             self.mediaID = mediaID
             self.state = state
             self.attempts = attempts
             self.error = error
+            self.size = size
+            self.bytesSent = bytesSent
         }
 
         private enum CodingKeys: String, CodingKey {
             case mediaID = "media_id"
-            case state, attempts, error
+            case state, attempts, error, size
+            case bytesSent = "bytes_sent"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -87,6 +97,8 @@ public struct Job: Codable, Sendable, Equatable {
             state = try container.decode(UploadState.self, forKey: .state)
             attempts = try container.decode(Int.self, forKey: .attempts)
             error = try container.decodeIfPresent(String.self, forKey: .error)
+            size = try container.decode(Int.self, forKey: .size)
+            bytesSent = try container.decode(Int.self, forKey: .bytesSent)
         }
 
         /// Encodes every key, with `null` for no error.
@@ -96,6 +108,8 @@ public struct Job: Codable, Sendable, Equatable {
             try container.encode(state, forKey: .state)
             try container.encode(attempts, forKey: .attempts)
             try container.encodeNullable(error, forKey: .error)
+            try container.encode(size, forKey: .size)
+            try container.encode(bytesSent, forKey: .bytesSent)
         }
     }
 
@@ -124,7 +138,7 @@ public struct Job: Codable, Sendable, Equatable {
         // is left out, not null, when the failure is not about one medium.
     }
 
-    /// Upload counts of a job: the API's `progress` object.
+    /// Upload counts and bytes of a job: the API's `progress` object.
     public struct Progress: Codable, Sendable, Equatable {
         /// The number of media in the job.
         public var total: Int
@@ -132,15 +146,22 @@ public struct Job: Codable, Sendable, Equatable {
         public var uploaded: Int
         /// How many failed for good.
         public var failed: Int
-        /// `uploaded * 100 / total`, rounded down; for a job without media, 100 once it succeeded, else 0.
+        /// `bytesUploaded * 100 / bytesTotal`, rounded down and 100 only once every medium is uploaded; for a job
+        /// without media, 100 once it succeeded, else 0.
         public var percent: Int
+        /// The media's sizes summed.
+        public var bytesTotal: Int
+        /// The uploads' `bytes_sent` summed: every byte of the uploaded media, and what the store has taken of the others.
+        public var bytesUploaded: Int
 
         /// Creates progress with explicit counts (as decoded); prefer ``init(uploads:state:)``.
-        public init(total: Int, uploaded: Int, failed: Int, percent: Int) {
+        public init(total: Int, uploaded: Int, failed: Int, percent: Int, bytesTotal: Int = 0, bytesUploaded: Int = 0) {
             self.total = total
             self.uploaded = uploaded
             self.failed = failed
             self.percent = percent
+            self.bytesTotal = bytesTotal
+            self.bytesUploaded = bytesUploaded
         }
 
         /// Counts `uploads` of a job in `state`.
@@ -148,9 +169,24 @@ public struct Job: Codable, Sendable, Equatable {
             let total = uploads.count
             let uploaded = uploads.count(where: { $0.state == .uploaded })
             let failed = uploads.count(where: { $0.state == .failed })
-            // Rounded down, so 100 means every medium is uploaded, never "almost".
-            let percent = total == 0 ? (state == .succeeded ? 100 : 0) : uploaded * 100 / total
-            self.init(total: total, uploaded: uploaded, failed: failed, percent: percent)
+            let bytesTotal = uploads.reduce(0) { $0 + $1.size }
+            let bytesUploaded = uploads.reduce(0) { $0 + ($1.state == .uploaded ? $1.size : min($1.bytesSent, $1.size)) }
+            // Rounded down and held below 100 until every medium is uploaded, so 100 never means "almost" (the last
+            // bytes are taken before the store confirms them).
+            let percent =
+                switch (total, bytesTotal) {
+                case (0, _): state == .succeeded ? 100 : 0
+                case _ where uploaded == total: 100
+                case (_, 0): uploaded * 100 / total
+                default: min(99, bytesUploaded * 100 / bytesTotal)
+                }
+            self.init(total: total, uploaded: uploaded, failed: failed, percent: percent, bytesTotal: bytesTotal, bytesUploaded: bytesUploaded)
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case total, uploaded, failed, percent
+            case bytesTotal = "bytes_total"
+            case bytesUploaded = "bytes_uploaded"
         }
     }
 

@@ -2,8 +2,17 @@ import GRDB
 public import HeraldCore
 import Synchronization
 
-/// One committed change to a job (its row or one of its uploads), as the writes announce it.
+/// One committed change to a job (its row or one of its uploads), as the writes announce it; or, for subscribers
+/// only, news of its uploads' bytes (``UploadProgress``).
 public struct JobChange: Sendable, Equatable {
+    /// What changed.
+    public enum Kind: Sendable, Equatable {
+        /// A committed write: the job's row or one of its uploads.
+        case committed
+        /// Only bytes taken by the store, kept in memory: nothing was written.
+        case bytes
+    }
+
     /// The job that changed.
     public var jobID: JobID
     /// The job's version after the change: it grows by at least one with every committed change.
@@ -12,13 +21,16 @@ public struct JobChange: Sendable, Equatable {
     public var state: JobState
     /// Whether a client has asked to cancel it.
     public var cancelRequested: Bool
+    /// A committed change, or bytes only.
+    public var kind: Kind
 
     /// Creates a change.
-    public init(jobID: JobID, version: Int, state: JobState, cancelRequested: Bool) {
+    public init(jobID: JobID, version: Int, state: JobState, cancelRequested: Bool, kind: Kind = .committed) {
         self.jobID = jobID
         self.version = version
         self.state = state
         self.cancelRequested = cancelRequested
+        self.kind = kind
     }
 }
 
@@ -26,7 +38,7 @@ public struct JobChange: Sendable, Equatable {
 ///
 /// Three ways to listen: ``observe(_:)`` calls a function for every change (the runner: wake up, stop a job);
 /// ``waitForChange(of:after:timeout:)`` waits for one job (long-polls), race-free with ``generation``;
-/// ``subscribe()`` streams every change (Server-Sent Events).
+/// ``subscribe()`` streams every change and the byte progress of running uploads (Server-Sent Events).
 public final class JobChanges: Sendable {
     private struct State {
         var generation: UInt64 = 0
@@ -62,6 +74,12 @@ public final class JobChanges: Sendable {
             _ = self?.state.withLock { $0.subscribers.removeValue(forKey: token) }
         }
         return stream
+    }
+
+    /// Announces bytes taken by the store to the subscribers alone: observers and long-polls wait for commits.
+    func publishBytes(_ change: JobChange) {
+        let subscribers = state.withLock { Array($0.subscribers.values) }
+        for subscriber in subscribers { subscriber.yield(change) }
     }
 
     /// Announces committed changes: called by the repositories after their transaction, never inside it.

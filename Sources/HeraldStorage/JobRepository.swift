@@ -43,12 +43,15 @@ public struct JobRepository: Sendable {
 
     /// The job with this id, its uploads in media position order; nil if `tenant` has none.
     public func find(id: JobID, tenant: Tenant) async throws -> Job? {
-        try await storage.pool.read { db in try Rows.job(db, id: id, tenant: tenant) }
+        guard var job = try await storage.pool.read({ db in try Rows.job(db, id: id, tenant: tenant) }) else { return nil }
+        storage.uploadProgress.apply(to: &job)
+        return job
     }
 
-    /// The job and its `version` (which grows with every committed change: an event stream's id), read together.
-    public func snapshot(id: JobID, tenant: Tenant) async throws -> (job: Job, version: Int)? {
-        try await storage.pool.read { db in
+    /// The job with its live bytes and its event id (``UploadProgress/eventID(version:step:)``), which grows with
+    /// every committed change and byte event; nil if `tenant` has none.
+    public func snapshot(id: JobID, tenant: Tenant) async throws -> JobSnapshot? {
+        let read = try await storage.pool.read { db -> (job: Job, version: Int)? in
             guard
                 let row = try Row.fetchOne(
                     db.cachedStatement(sql: "SELECT * FROM jobs WHERE id = ? AND tenant = ?"), arguments: [id, tenant.rawValue]),
@@ -56,11 +59,12 @@ public struct JobRepository: Sendable {
             else { return nil }
             return (job, row["version"])
         }
+        return read.map { storage.uploadProgress.snapshot($0.job, version: $0.version) }
     }
 
-    /// The tenant's jobs not yet done, oldest first, with their versions: what a new event stream starts with.
-    public func activeSnapshots(tenant: Tenant) async throws -> [(job: Job, version: Int)] {
-        try await storage.pool.read { db in
+    /// The tenant's jobs not yet done, oldest first, with their event ids: what a new event stream starts with.
+    public func activeSnapshots(tenant: Tenant) async throws -> [JobSnapshot] {
+        let read = try await storage.pool.read { db in
             let rows = try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
@@ -72,14 +76,17 @@ public struct JobRepository: Sendable {
             )
             return zip(try Rows.jobs(db, rows), rows.map { $0["version"] as Int }).map { ($0, $1) }
         }
+        return read.map { storage.uploadProgress.snapshot($0, version: $1) }
     }
 
     /// One page of jobs, newest first (`created_at DESC, id DESC`), optionally of one state, strictly after `cursor`.
     public func list(tenant: Tenant, state: JobState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Job> {
-        try await storage.pool.read { db in
+        var page = try await storage.pool.read { db in
             let rows = try Rows.listRows(db, table: "jobs", tenant: tenant, state: state?.rawValue, limit: limit, after: cursor)
             return Page(fetched: try Rows.jobs(db, rows), limit: limit, cursor: \.cursor)
         }
+        for index in page.data.indices { storage.uploadProgress.apply(to: &page.data[index]) }
+        return page
     }
 
     /// How many jobs are running, queued and scheduled (for `/v1/queue` and metrics).
@@ -236,11 +243,22 @@ public struct JobRepository: Sendable {
         }
     }
 
-    /// Progress of one upload, written as it changes; ignored once the job is no longer running.
+    /// One upload's new state, written as it changes; ignored once the job is no longer running. Its bytes are
+    /// written with it: 0 as an attempt starts, all once uploaded, what the attempt reached (``reportBytes``) otherwise.
     public func updateUpload(jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?) async throws {
+        let progress = storage.uploadProgress
+        if state == .uploading { progress.reset(jobID: jobID, mediaID: mediaID) }
+        let bytesSent = progress.bytes(jobID: jobID, mediaID: mediaID)
         _ = try await storage.write { db, changed in
-            try Transitions.updateUpload(db, jobID: jobID, mediaID: mediaID, state: state, attempts: attempts, error: error, changed: &changed)
+            try Transitions.updateUpload(
+                db, jobID: jobID, mediaID: mediaID, state: state, attempts: attempts, error: error, bytesSent: bytesSent, changed: &changed)
         }
+    }
+
+    /// `bytes` of the upload's current attempt are taken by the store: kept in memory, shown by every read of the job
+    /// and announced to event streams (``UploadProgress``); SQLite is not written.
+    public func reportBytes(jobID: JobID, mediaID: MediaID, bytes: Int) {
+        storage.uploadProgress.report(jobID: jobID, mediaID: mediaID, bytes: bytes)
     }
 
     /// Whether cancellation was requested (false for an unknown job).

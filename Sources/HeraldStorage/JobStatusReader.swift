@@ -15,6 +15,7 @@ public struct JobStatusReader: Sendable {
     /// makes the caller wait for that one query.
     private let connections: [Connection]
     private let next: RoundRobin
+    private let progress: UploadProgress
 
     /// Opens `count` read-only connections to the database `storage` opened (and migrated).
     public init(_ storage: Storage, connections count: Int) throws {
@@ -26,10 +27,17 @@ public struct JobStatusReader: Sendable {
             Connection(queue: try DatabaseQueue(path: storage.path, configuration: configuration))
         }
         next = RoundRobin()
+        progress = storage.uploadProgress
     }
 
-    /// The job with this id, its uploads in media position order; nil if `tenant` has none.
+    /// The job with this id, its uploads in media position order, their live bytes laid over; nil if `tenant` has none.
     public func job(id: JobID, tenant: Tenant) throws -> Job? {
+        guard var job = try read(id: id, tenant: tenant) else { return nil }
+        progress.apply(to: &job)
+        return job
+    }
+
+    private func read(id: JobID, tenant: Tenant) throws -> Job? {
         let connection = connections[next.take() % connections.count]
         return try connection.queue.inDatabase { db in
             let statement = try connection.statement(db)
@@ -72,8 +80,10 @@ public struct JobStatusReader: Sendable {
                 guard let state = UploadState(rawValue: columns.text(upload + 1) ?? "") else {
                     throw UnreadableRow(table: "uploads", id: "\(id)/\(mediaID)")
                 }
-                let attempts = columns.int(upload + 2)
-                job.uploads.append(Job.Upload(mediaID: MediaID(mediaID), state: state, attempts: attempts, error: columns.text(upload + 3)))
+                job.uploads.append(
+                    Job.Upload(
+                        mediaID: MediaID(mediaID), state: state, attempts: columns.int(upload + 2), error: columns.text(upload + 3),
+                        size: columns.int(upload + 4), bytesSent: columns.int(upload + 5)))
             }
             code = sqlite3_step(statement)
         }
@@ -89,7 +99,7 @@ public struct JobStatusReader: Sendable {
     fileprivate static let query = """
         SELECT jobs.id, jobs.post_id, jobs.state, jobs.priority, jobs.attempt, jobs.run_at, jobs.cancel_requested,
                jobs.error_code, jobs.error_message, jobs.error_media_id, jobs.created_at, jobs.started_at, jobs.finished_at,
-               uploads.media_id, uploads.state, uploads.attempts, uploads.error
+               uploads.media_id, uploads.state, uploads.attempts, uploads.error, media.size, uploads.bytes_sent
         FROM jobs
         LEFT JOIN media ON media.post_id = jobs.post_id
         LEFT JOIN uploads ON uploads.job_id = jobs.id AND uploads.media_id = media.id

@@ -99,7 +99,7 @@ enum Rows {
         let uploadRows = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
-                    SELECT uploads.job_id, uploads.media_id, uploads.state, uploads.attempts, uploads.error
+                    SELECT uploads.job_id, uploads.media_id, uploads.state, uploads.attempts, uploads.error, media.size, uploads.bytes_sent
                     FROM uploads JOIN media ON media.id = uploads.media_id
                     WHERE uploads.job_id IN (\(databaseQuestionMarks(count: ids.count)))
                     ORDER BY uploads.job_id, media.position, media.id
@@ -111,7 +111,9 @@ enum Rows {
             guard let state = UploadState(rawValue: row["state"]) else {
                 throw UnreadableRow(table: "uploads", id: "\(row["job_id"] as String)/\(row["media_id"] as String)")
             }
-            let upload = Job.Upload(mediaID: row["media_id"], state: state, attempts: row["attempts"], error: row["error"])
+            let upload = Job.Upload(
+                mediaID: row["media_id"], state: state, attempts: row["attempts"], error: row["error"], size: row["size"],
+                bytesSent: row["bytes_sent"])
             uploads[row["job_id"], default: []].append(upload)
         }
         return try rows.map { row in

@@ -33,11 +33,17 @@ public struct Storage: Sendable {
     public var directory: String { URL(fileURLWithPath: path).deletingLastPathComponent().path }
 
     /// The job changes this process commits, announced by the repositories after each transaction.
-    public let changes = JobChanges()
+    public let changes: JobChanges
+
+    /// The bytes running uploads have sent, kept in memory and laid over every job read.
+    public let uploadProgress: UploadProgress
 
     private init(pool: DatabasePool, path: String) {
         self.pool = pool
         self.path = path
+        let changes = JobChanges()
+        self.changes = changes
+        self.uploadProgress = UploadProgress(changes: changes)
     }
 
     /// Creates `directory` if needed, opens `<directory>/herald.sqlite` and applies the migrations it lacks.

@@ -113,16 +113,19 @@ enum Transitions {
         changed.insert(jobID)
     }
 
-    /// One upload's progress; ignored (false) once the job is no longer running.
+    /// One upload's new state; ignored (false) once the job is no longer running. `bytesSent` is what the attempt
+    /// reached; an uploaded medium counts all its bytes whatever it says.
     static func updateUpload(
-        _ db: Database, jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?, changed: inout ChangedJobs
+        _ db: Database, jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?, bytesSent: Int,
+        changed: inout ChangedJobs
     ) throws -> Bool {
         try db.run(
             """
-            UPDATE uploads SET state = ?, attempts = ?, error = ?
+            UPDATE uploads SET state = ?, attempts = ?, error = ?,
+                bytes_sent = CASE WHEN ? THEN (SELECT size FROM media WHERE id = uploads.media_id) ELSE ? END
             WHERE job_id = ? AND media_id = ? AND EXISTS (SELECT 1 FROM jobs WHERE id = ? AND state = ?)
             """,
-            [state.rawValue, attempts, error, jobID, mediaID, jobID, JobState.running.rawValue]
+            [state.rawValue, attempts, error, state == .uploaded, bytesSent, jobID, mediaID, jobID, JobState.running.rawValue]
         )
         guard db.changesCount == 1 else { return false }
         try db.run("UPDATE jobs SET version = version + 1 WHERE id = ?", [jobID])
@@ -175,11 +178,12 @@ enum Transitions {
             try db.run("UPDATE media SET state = ?\(url) WHERE post_id = ?", [media.rawValue, postID])
         }
         if let uploads = step.uploads {
-            // A fresh run, or a success, forgets the last attempt's error; a stop keeps it.
+            // A fresh run, or a success, forgets the last attempt's error and bytes; a stop keeps them.
             let error = uploads.to == .pending || uploads.to == .uploaded ? ", error = NULL" : ""
+            let bytes = uploads.to == .pending ? ", bytes_sent = 0" : ""
             let only = uploads.from.isEmpty ? "" : " AND state IN (\(databaseQuestionMarks(count: uploads.from.count)))"
             try db.run(
-                "UPDATE uploads SET state = ?\(error) WHERE job_id = ?\(only)",
+                "UPDATE uploads SET state = ?\(error)\(bytes) WHERE job_id = ?\(only)",
                 [uploads.to.rawValue, jobID] + StatementArguments(uploads.from.map(\.rawValue))
             )
         }

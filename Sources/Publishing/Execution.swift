@@ -116,7 +116,9 @@ struct Execution: Sendable {
             try await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploading, attempts: attempts, error: nil)
             let started = ContinuousClock.now
             do {
-                let url = try await withTimeout(configuration.uploadTimeout) { try await store.put(object) }
+                let url = try await withTimeout(configuration.uploadTimeout) { [jobs, jobID = job.jobID] in
+                    try await store.put(object) { bytes in jobs.reportBytes(jobID: jobID, mediaID: media.mediaID, bytes: bytes) }
+                }
                 Timer(label: "herald_upload_duration_seconds").record(duration: ContinuousClock.now - started)
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "uploaded")]).increment()
                 try await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploaded, attempts: attempts, error: nil)

@@ -70,7 +70,7 @@ public struct FileMediaStore: MediaStore {
         return "file://" + percentEncoded(self.root, keeping: .path) + "/" + encodedKey
     }
 
-    public func put(_ object: MediaObject) async throws -> String {
+    public func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String {
         try Task.checkCancellation()
         let location = try self.location(of: object.key)
         guard object.size >= 0 else {
@@ -111,7 +111,9 @@ public struct FileMediaStore: MediaStore {
                 options: OpenOptions.Directory()
             )
             directory = directoryHandle
-            if !(linksWhenPossible && Self.link(object.stagedFile, to: partialPath)) {
+            if linksWhenPossible && Self.link(object.stagedFile, to: partialPath) {
+                progress(object.size)  // every byte at once: one more name for the same inode
+            } else {
                 // Not "transactional": NIO would create an invisible O_TMPFILE instead, and the copy
                 // would not be observable. Exclusive: the random name is ours alone.
                 let partial = try await fileSystem.openFile(
@@ -123,7 +125,7 @@ public struct FileMediaStore: MediaStore {
                 )
                 destination = partial
 
-                let copied = try await self.copy(from: source, to: partial, atMost: Int64(object.size))
+                let copied = try await self.copy(from: source, to: partial, atMost: Int64(object.size), progress: progress)
                 guard copied == Int64(object.size) else {
                     throw MediaStoreError.sizeMismatch(key: object.key, expected: object.size, actual: Int(copied))
                 }
@@ -224,9 +226,11 @@ public struct FileMediaStore: MediaStore {
         return true
     }
 
-    /// Copies `source` into `destination` chunk by chunk; stops once more than `limit` bytes were
-    /// copied (the staged file grew). Returns the number of bytes copied.
-    private func copy(from source: ReadFileHandle, to destination: WriteFileHandle, atMost limit: Int64) async throws -> Int64 {
+    /// Copies `source` into `destination` chunk by chunk, telling `progress` after each; stops once more than `limit`
+    /// bytes were copied (the staged file grew). Returns the number of bytes copied.
+    private func copy(
+        from source: ReadFileHandle, to destination: WriteFileHandle, atMost limit: Int64, progress: BytesTaken
+    ) async throws -> Int64 {
         let chunkLength = ByteCount.bytes(Int64(self.chunkSize))
         var offset: Int64 = 0
         while offset <= limit {
@@ -239,6 +243,7 @@ public struct FileMediaStore: MediaStore {
                 break
             }
             offset += written
+            progress(Int(offset))
         }
         return offset
     }

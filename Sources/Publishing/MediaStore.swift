@@ -1,6 +1,6 @@
 /// Where published media go: the embedded file store (``FileMediaStore``) or an object store.
 ///
-/// A publish job uploads each of a post's media with ``put(_:)``; when the job fails or is
+/// A publish job uploads each of a post's media with ``put(_:progress:)``; when the job fails or is
 /// cancelled it removes what it had uploaded with ``delete(key:)``.
 ///
 /// Every implementation must honour task cancellation promptly: a cancelled ``put(_:)`` aborts its
@@ -16,8 +16,9 @@ public protocol MediaStore: Sendable {
     /// there, and returns the object's URL (``url(for:)``).
     ///
     /// The object becomes visible only once it is complete: a failed or cancelled call leaves
-    /// nothing behind (not even a partial object).
-    func put(_ object: MediaObject) async throws -> String
+    /// nothing behind (not even a partial object). `progress` is told how many of the bytes the store
+    /// has taken so far, as it takes them (a count that grows, up to `object.size`).
+    func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String
 
     /// Removes the object stored under `key`. Deleting a key that holds no object succeeds.
     ///
@@ -36,9 +37,17 @@ public protocol MediaStore: Sendable {
     var availabilityProblem: String? { get }
 }
 
+/// Told how many bytes of an upload a store has taken so far; called from the uploading task, so it must be quick.
+public typealias BytesTaken = @Sendable (_ bytes: Int) -> Void
+
 extension MediaStore {
     /// A store that has nothing to check is always available.
     public var availabilityProblem: String? { nil }
+
+    /// Uploads `object` without reporting its bytes.
+    public func put(_ object: MediaObject) async throws -> String {
+        try await put(object, progress: { _ in })
+    }
 }
 
 /// One media file to upload: where it is staged and what it must be.

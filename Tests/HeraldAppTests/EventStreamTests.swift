@@ -1,8 +1,11 @@
 import AsyncHTTPClient
 import Foundation
+import GRDB
 import HeraldCore
+import HeraldStorage
 import NIOCore
 import NIOHTTP1
+import Publishing
 import ServiceLifecycle
 import Testing
 
@@ -184,4 +187,80 @@ struct EventStreamTests {
             #expect(try await stream.next() == nil)
         }
     }
+
+    @Test func bytesTakenByTheStoreStreamAsProgressAndShowInAPoll() async throws {
+        let store = SteppedStore()
+        try await withHerald(store: store) { base, _, application in
+            let media = try await uploadMedia(base, Array(pngBytes.prefix(1000)))
+            let job = try await createJob(base, ["text": "bytes", "media_ids": [media]])
+            let stream = try await EventReader.open("\(base)/v1/jobs/\(job)/events")
+            var events: [ServerEvent] = []
+            func upload(_ event: ServerEvent) -> [String: Any] { (event.job["uploads"] as? [[String: Any]])?.first ?? [:] }
+            func progress(_ event: ServerEvent) -> [String: Any] { event.job["progress"] as? [String: Any] ?? [:] }
+            // Until the upload has started.
+            while upload(events.last ?? ServerEvent(data: ""))["state"] as? String != "uploading" {
+                events.append(try #require(try await stream.nextEvent()))
+            }
+            #expect(upload(events.last!)["size"] as? Int == 1000 && upload(events.last!)["bytes_sent"] as? Int == 0)
+
+            // Bytes taken: an event, and a poll shows them too.
+            let first = ContinuousClock.now
+            store.take(400)
+            events.append(try #require(try await stream.nextEvent()))
+            #expect(upload(events.last!)["bytes_sent"] as? Int == 400)
+            #expect(progress(events.last!)["bytes_uploaded"] as? Int == 400 && progress(events.last!)["bytes_total"] as? Int == 1000)
+            #expect(progress(events.last!)["percent"] as? Int == 40)
+            let polled = try await exchange(.GET, "\(base)/v1/jobs/\(job)")
+            #expect(((polled.json["uploads"] as? [[String: Any]])?.first?["bytes_sent"] as? Int) == 400)
+
+            // Within 250 ms of that event: no event of its own; the next one after the interval carries the latest count.
+            store.take(700)
+            try await Task.sleep(until: first + application.storage.uploadProgress.interval)
+            store.take(900)
+            events.append(try #require(try await stream.nextEvent()))
+            #expect(upload(events.last!)["bytes_sent"] as? Int == 900)
+
+            // Done: uploaded counts every byte, then the job succeeds at 100 %, and the stream ends.
+            store.finish()
+            while let event = try await stream.nextEvent() { events.append(event) }
+            #expect(events.last?.job["state"] as? String == "succeeded")
+            #expect(progress(events.last!)["percent"] as? Int == 100 && progress(events.last!)["bytes_uploaded"] as? Int == 1000)
+            #expect(upload(events.last!)["bytes_sent"] as? Int == 1000)
+            let ids = events.compactMap(\.id)
+            #expect(ids.count == events.count && ids == ids.sorted() && Set(ids).count == ids.count, "ids only grow: \(ids)")
+            // In SQLite only the state changes wrote bytes: all of them, once uploaded.
+            let stored = try await application.storage.pool.read { db in
+                try Int.fetchOne(db, sql: "SELECT bytes_sent FROM uploads WHERE job_id = ?", arguments: [job])
+            }
+            #expect(stored == 1000)
+        }
+    }
+}
+
+/// A store whose one upload takes bytes when the test says, and finishes when it says.
+final class SteppedStore: MediaStore {
+    private let steps: AsyncStream<Int?>
+    private let input: AsyncStream<Int?>.Continuation
+
+    init() {
+        (steps, input) = AsyncStream.makeStream(of: Int?.self)
+    }
+
+    /// The upload has taken `bytes` bytes.
+    func take(_ bytes: Int) { input.yield(bytes) }
+
+    /// The upload is complete.
+    func finish() { input.yield(nil) }
+
+    func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String {
+        for await step in steps {
+            guard let bytes = step else { return url(for: object.key) }
+            progress(bytes)
+        }
+        throw CancellationError()
+    }
+
+    func delete(key: String) async throws {}
+    func url(for key: String) -> String { "https://store.test/\(key)" }
+    func exists(key: String) async throws -> Bool { false }
 }

@@ -28,7 +28,7 @@ final class HangingStore: MediaStore {
         }
     }
 
-    func put(_ object: MediaObject) async throws -> String {
+    func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String {
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.inFlight += 1
             let ready = state.waiters.filter { $0.0 <= state.inFlight }.map(\.1)

@@ -10,8 +10,8 @@ enum APIKeys {
         "id", "post_id", "state", "done", "priority", "attempt", "run_at", "cancel_requested", "progress", "uploads", "error",
         "created_at", "started_at", "finished_at",
     ]
-    static let progress: Set = ["total", "uploaded", "failed", "percent"]
-    static let upload: Set = ["media_id", "state", "attempts", "error"]
+    static let progress: Set = ["total", "uploaded", "failed", "percent", "bytes_total", "bytes_uploaded"]
+    static let upload: Set = ["media_id", "state", "attempts", "error", "size", "bytes_sent"]
     static let page: Set = ["data", "next_cursor"]
     static let queue: Set = ["paused", "workers", "running", "queued", "scheduled"]
 }
@@ -167,7 +167,43 @@ struct APIObjectTests {
             createdAt: Fixtures.created)
         #expect(job.progress == expected)
         let json = try #require(try jsonObject(job)["progress"] as? [String: Int])
-        #expect(json == ["total": expected.total, "uploaded": expected.uploaded, "failed": expected.failed, "percent": expected.percent])
+        #expect(
+            json == [
+                "total": expected.total, "uploaded": expected.uploaded, "failed": expected.failed, "percent": expected.percent,
+                "bytes_total": 0, "bytes_uploaded": 0,
+            ])
+    }
+
+    @Test(
+        "with sizes, percent counts bytes, rounded down, and reaches 100 only once every medium is uploaded",
+        arguments: [
+            // (state, size, bytes_sent) per upload → (bytes_total, bytes_uploaded, percent)
+            ([(UploadState.pending, 1000, 0), (.pending, 3000, 0)], JobState.queued, (4000, 0, 0)),
+            ([(.uploading, 1000, 500), (.pending, 3000, 0)], .running, (4000, 500, 12)),
+            ([(.uploaded, 1000, 1000), (.uploading, 3000, 1500)], .running, (4000, 2500, 62)),
+            // Every byte taken, the store's answer not yet in: 99, never 100.
+            ([(.uploaded, 1000, 1000), (.uploading, 3000, 3000)], .running, (4000, 4000, 99)),
+            // An uploaded medium counts its size whatever bytes_sent says; bytes_sent never counts beyond the size.
+            ([(.uploaded, 1000, 0), (.uploading, 3000, 9000)], .running, (4000, 4000, 99)),
+            ([(.uploaded, 1000, 1000), (.uploaded, 3000, 3000)], .succeeded, (4000, 4000, 100)),
+            ([(.uploaded, 1000, 1000), (.failed, 3000, 200)], .failed, (4000, 1200, 30)),
+        ] as [([(UploadState, Int, Int)], JobState, (Int, Int, Int))]
+    )
+    func byteProgress(uploads: [(UploadState, Int, Int)], jobState: JobState, expected: (total: Int, uploaded: Int, percent: Int)) throws {
+        let job = Job(
+            id: Fixtures.jobID, postID: Fixtures.postID, state: jobState, runAt: Fixtures.created,
+            uploads: uploads.enumerated().map { index, upload in
+                Job.Upload(mediaID: MediaID("m\(index)"), state: upload.0, size: upload.1, bytesSent: upload.2)
+            },
+            createdAt: Fixtures.created)
+        let progress = try #require(try jsonObject(job)["progress"] as? [String: Int])
+        #expect(progress["bytes_total"] == expected.total)
+        #expect(progress["bytes_uploaded"] == expected.uploaded)
+        #expect(progress["percent"] == expected.percent)
+        let written = try #require(try JSONSerialization.jsonObject(with: Data(job.json)) as? [String: Any])
+        #expect(written["progress"] as? [String: Int] == progress)
+        let sent = try #require(written["uploads"] as? [[String: Any]]).map { ($0["size"] as? Int, $0["bytes_sent"] as? Int) }
+        #expect(sent.map(\.0) == uploads.map(\.1) && sent.map(\.1) == uploads.map(\.2))
     }
 
     @Test("decoding a job ignores the derived done and progress")

@@ -54,6 +54,68 @@ struct JobChangesTests {
         }
     }
 
+    @Test("bytes taken are kept in memory, shown by every read, announced at most every 250 ms, written at state changes")
+    func byteProgress() async throws {
+        try await withRepositoryFixture { fixture in
+            let media = try await fixture.stage(2)  // sizes 100 and 101
+            let created = try await fixture.create(text: "bytes", media: media, at: At.at(0))
+            let jobID = created.job.id
+            _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(60), now: At.at(1))
+            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploading, attempts: 1, error: nil)
+            let before = try #require(try await fixture.jobs.snapshot(id: jobID, tenant: .default))
+            let changes = fixture.storage.changes.subscribe()
+            var iterator = changes.makeAsyncIterator()
+            let reader = try JobStatusReader(fixture.storage, connections: 1)
+
+            fixture.jobs.reportBytes(jobID: jobID, mediaID: media[0], bytes: 40)
+            let announced = ContinuousClock.now
+            fixture.jobs.reportBytes(jobID: jobID, mediaID: media[0], bytes: 60)  // within 250 ms of the first: not announced
+            let first = try #require(await iterator.next())
+            #expect(first.kind == .bytes && first.jobID == jobID)
+
+            // Every read shows the latest count; SQLite still holds the state change's 0 and the same version.
+            let live = try #require(try await fixture.jobs.snapshot(id: jobID, tenant: .default))
+            #expect(live.job.uploads.map(\.bytesSent) == [60, 0])
+            #expect(live.job.progress.bytesUploaded == 60 && live.job.progress.bytesTotal == 201 && live.job.progress.percent == 29)
+            #expect(live.version == before.version && live.eventID == before.eventID + 1)  // one byte event, not two
+            #expect(try await fixture.jobs.find(id: jobID, tenant: .default)?.uploads.first?.bytesSent == 60)
+            #expect(try reader.job(id: jobID, tenant: .default)?.uploads.first?.bytesSent == 60)
+            #expect(try await fixture.jobs.list(tenant: .default, state: nil, limit: 10, after: nil).data.first?.uploads.first?.bytesSent == 60)
+            #expect(try await fixture.int("SELECT bytes_sent FROM uploads WHERE job_id = ? AND media_id = ?", [jobID, media[0]]) == 0)
+            // Another tenant's read finds nothing, bytes or not.
+            #expect(try await fixture.jobs.snapshot(id: jobID, tenant: Tenant(rawValue: "other")!) == nil)
+
+            // A report once the interval has passed is announced, with a newer event id for the same version. (The wait
+            // is the interval under test, not a synchronisation.)
+            try await Task.sleep(until: announced + fixture.storage.uploadProgress.interval)
+            fixture.jobs.reportBytes(jobID: jobID, mediaID: media[0], bytes: 80)
+            let second = try #require(await iterator.next())
+            #expect(second.kind == .bytes)
+            let later = try #require(try await fixture.jobs.snapshot(id: jobID, tenant: .default))
+            #expect(later.job.uploads.first?.bytesSent == 80 && later.version == before.version && later.eventID == live.eventID + 1)
+
+            // A retry writes what the attempt reached; the next attempt starts from 0; uploaded counts every byte.
+            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .pending, attempts: 1, error: "HTTP 503")
+            #expect(try await fixture.int("SELECT bytes_sent FROM uploads WHERE job_id = ? AND media_id = ?", [jobID, media[0]]) == 80)
+            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploading, attempts: 2, error: nil)
+            let restarted = try #require(try await fixture.jobs.snapshot(id: jobID, tenant: .default))
+            #expect(restarted.job.uploads.first?.bytesSent == 0 && restarted.eventID > later.eventID)
+            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploaded, attempts: 2, error: nil)
+            #expect(try await fixture.int("SELECT bytes_sent FROM uploads WHERE job_id = ? AND media_id = ?", [jobID, media[0]]) == 100)
+
+            // Back in the queue, to run from the start: every upload's bytes are forgotten, in memory and in SQLite.
+            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[1], state: .uploading, attempts: 1, error: nil)
+            fixture.jobs.reportBytes(jobID: jobID, mediaID: media[1], bytes: 50)
+            try await fixture.jobs.requeue(jobID: jobID, runner: "a")
+            let queued = try #require(try await fixture.jobs.find(id: jobID, tenant: .default))
+            #expect(queued.uploads.map(\.bytesSent) == [0, 0])
+            #expect(try await fixture.int("SELECT sum(bytes_sent) FROM uploads WHERE job_id = ?", [jobID]) == 0)
+            // A report for a job that is not running is dropped.
+            fixture.jobs.reportBytes(jobID: jobID, mediaID: media[1], bytes: 70)
+            #expect(try await fixture.jobs.find(id: jobID, tenant: .default)?.uploads.map(\.bytesSent) == [0, 0])
+        }
+    }
+
     @Test("a long-poll's wait ends with the promotion of its scheduled job")
     func promotionWakesAWaiter() async throws {
         try await withRepositoryFixture { fixture in

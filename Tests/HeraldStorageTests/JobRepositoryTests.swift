@@ -146,7 +146,7 @@ struct JobRepositoryTests {
             // Progress is written as it changes.
             try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: order[0], state: .uploading, attempts: 2, error: "timeout")
             let progressed = try await fixture.jobs.find(id: created.job.id, tenant: .default)
-            #expect(progressed?.uploads.first == Job.Upload(mediaID: order[0], state: .uploading, attempts: 2, error: "timeout"))
+            #expect(progressed?.uploads.first == Job.Upload(mediaID: order[0], state: .uploading, attempts: 2, error: "timeout", size: 101))
 
             // The second claim finds nothing else.
             #expect(try await fixture.jobs.claim(runner: "runner-2", leaseUntil: At.at(30), now: At.at(2)) == nil)
@@ -349,7 +349,7 @@ struct JobRepositoryTests {
             #expect(job?.state == .queued)
             #expect(job?.cancelRequested == false)
             #expect(job?.finishedAt == nil)
-            #expect(job?.uploads == [Job.Upload(mediaID: media[0], state: .pending, attempts: 1, error: nil)])
+            #expect(job?.uploads == [Job.Upload(mediaID: media[0], state: .pending, attempts: 1, error: nil, size: 100)])
             #expect(try await fixture.string("SELECT locked_by FROM jobs WHERE id = ?", [created.job.id]) == nil)
             let post = try await fixture.posts.find(id: created.post.id, tenant: .default)
             #expect(post?.state == .queued)

@@ -47,7 +47,9 @@ struct PostRepositoryTests {
             #expect(job.cancelRequested == false)
             #expect(job.error == nil)
             #expect(job.startedAt == nil && job.finishedAt == nil)
-            #expect(job.uploads == order.map { Job.Upload(mediaID: $0, state: .pending, attempts: 0, error: nil) })
+            // Each upload carries its medium's size (staged as 100 + its index), none of it sent yet.
+            let sizes = Dictionary(uniqueKeysWithValues: mediaIDs.enumerated().map { ($0.element, 100 + $0.offset) })
+            #expect(job.uploads == order.map { Job.Upload(mediaID: $0, state: .pending, attempts: 0, error: nil, size: sizes[$0]!) })
 
             let positions = try await fixture.storage.pool.read { db in
                 try Row.fetchAll(db, sql: "SELECT id, position FROM media WHERE post_id = ? ORDER BY position", arguments: [post.id])
@@ -292,7 +294,7 @@ struct PostRepositoryTests {
             #expect(again.job.priority == .low)
             #expect(again.job.runAt == RepositoryFixture.at(10))
             #expect(again.job.attempt == 0)
-            #expect(again.job.uploads == media.map { Job.Upload(mediaID: $0) })
+            #expect(again.job.uploads == media.enumerated().map { Job.Upload(mediaID: $0.element, size: 100 + $0.offset) })
             #expect(again.post.media.map(\.id) == media)
             #expect(again.post.media.allSatisfy { $0.state == .staged })
             // The old job keeps its history.

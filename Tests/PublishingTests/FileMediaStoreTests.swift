@@ -21,7 +21,8 @@ struct FileMediaStoreTests {
             let bytes = randomBytes(count: (3 << 20) + 12_345)
             let staged = dir + "/staged-1"
             try await write(bytes, to: staged)
-            let store = FileMediaStore(root: dir + "/objects", chunkSize: 64 << 10)
+            // Copied (not linked), so the bytes go chunk by chunk.
+            let store = FileMediaStore(root: dir + "/objects", chunkSize: 64 << 10, linksWhenPossible: false)
             let object = MediaObject(
                 mediaID: "m1", fileExtension: "jpg", stagedFile: staged, size: bytes.count,
                 sha256: "", contentType: "image/jpeg"
@@ -29,8 +30,11 @@ struct FileMediaStoreTests {
             #expect(object.key == "media/m1.jpg")
             #expect(try await store.exists(key: object.key) == false)
 
-            let url = try await store.put(object)
+            let reported = BytesLog()
+            let url = try await store.put(object, progress: reported.record)
 
+            // A count after each chunk, growing to the size.
+            #expect(reported.counts == Array(stride(from: 64 << 10, to: bytes.count, by: 64 << 10)) + [bytes.count])
             #expect(url == "file://\(dir)/objects/media/m1.jpg")
             #expect(url == store.url(for: object.key))
             let copied = try await read(dir + "/objects/media/m1.jpg")
@@ -53,7 +57,10 @@ struct FileMediaStoreTests {
             let store = FileMediaStore(root: dir + "/objects", linksWhenPossible: links)
             let object = MediaObject(
                 mediaID: "m1", fileExtension: "png", stagedFile: staged, size: bytes.count, sha256: "", contentType: "image/png")
-            _ = try await store.put(object)
+            let reported = BytesLog()
+            _ = try await store.put(object, progress: reported.record)
+            // A link takes every byte at once; so does a copy of a file smaller than a chunk.
+            #expect(reported.counts == [bytes.count])
             var stagedInfo = stat()
             var objectInfo = stat()
             #expect(stat(staged, &stagedInfo) == 0)

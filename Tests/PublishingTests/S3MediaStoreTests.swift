@@ -79,8 +79,11 @@ struct S3MediaStoreMotoTests {
 
         try await withS3Store(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials) { store in
             #expect(await store.checkBucket() == nil)
-            let url = try await store.put(object)
+            let reported = BytesLog()
+            let url = try await store.put(object, progress: reported.record)
             #expect(url == "\(moto.endpoint)/\(bucket)/\(object.key)")
+            // A count as the client takes each next chunk, growing to the size.
+            #expect(reported.counts == Array(stride(from: 64 << 10, to: staged.size, by: 64 << 10)) + [staged.size])
             let stored = try #require(try await s3.get(bucket: bucket, key: object.key))
             #expect(stored.count == staged.size)
             #expect(SigV4Signer.payloadHash(stored) == staged.sha256)

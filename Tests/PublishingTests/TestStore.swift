@@ -58,7 +58,7 @@ final class TestStore: MediaStore {
         String(key.dropFirst("media/".count).prefix { $0 != "." })
     }
 
-    func put(_ object: MediaObject) async throws -> String {
+    func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String {
         let mediaID = Self.mediaID(of: object.key)
         let (behaviour, call, ready) = state.withLock { state in
             state.calls[mediaID, default: 0] += 1
@@ -102,4 +102,14 @@ final class TestStore: MediaStore {
     func url(for key: String) -> String { "test://\(key)" }
 
     func exists(key: String) async throws -> Bool { state.withLock { $0.stored.contains(key) } }
+}
+
+/// The byte counts a store reported for one upload, in order.
+final class BytesLog: Sendable {
+    private let values = Mutex<[Int]>([])
+
+    var counts: [Int] { values.withLock { $0 } }
+
+    /// A ``BytesTaken`` that records.
+    var record: BytesTaken { { count in self.values.withLock { $0.append(count) } } }
 }

@@ -9,9 +9,13 @@ import Synchronization
 /// A stream is a task that waits: for a committed change to one of its jobs (``JobChanges``), for the keep-alive
 /// timer, or for shutdown. While it waits its connection is suspended in libmicrohttpd (the streamed response's
 /// reader has nothing to send), so an idle stream holds no thread and polls nothing.
+///
+/// A committed change is read from SQLite (one read per stream). A byte event is not: the stream lays the new counts
+/// (``UploadProgress``) over the job it last sent, whose committed part is still current.
 struct EventStreams: Sendable {
     let jobs: JobRepository
     let changes: JobChanges
+    let progress: UploadProgress
     let readiness: Readiness
     let limit: StreamLimit
     /// A comment line at least this often keeps proxies from closing an idle stream.
@@ -19,9 +23,24 @@ struct EventStreams: Sendable {
 
     /// What wakes a stream.
     private enum Wake: Sendable {
-        case changed(JobID)
+        case changed(JobChange)
         case keepAlive
         case shutdown
+    }
+
+    /// What a stream has sent: per job, the last snapshot (for byte events; dropped once the job is done).
+    private struct Sent {
+        var last: [JobID: JobSnapshot] = [:]
+
+        /// Writes `snapshot` unless an event as new was sent already.
+        mutating func write(_ snapshot: JobSnapshot, to writer: ResponseBodyWriter) async throws {
+            guard snapshot.eventID > (last[snapshot.job.id]?.eventID ?? -1) else { return }
+            last[snapshot.job.id] = snapshot.job.done ? nil : snapshot
+            var event = Array("id: \(snapshot.eventID)\nevent: job\ndata: ".utf8)
+            event += snapshot.job.json
+            event += Array("\n\n".utf8)
+            try await writer.write(event)
+        }
     }
 
     /// One job's events: its snapshot at once (unless `lastEventID` says the client has it), one event per change,
@@ -33,10 +52,10 @@ struct EventStreams: Sendable {
         let slot = try limit.acquire()
         return Self.response { writer in
             _ = slot  // held, so the slot is freed when this stream is (run or not)
-            try await follow(only: jobID, tenant: tenant, writer: writer) { last in
+            try await follow(only: jobID, tenant: tenant, writer: writer) { sent in
                 // Subscribed first, so no change between the read and the wait is missed.
                 guard let snapshot = try await jobs.snapshot(id: jobID, tenant: tenant) else { return true }
-                if snapshot.version > (lastEventID ?? -1) { try await Self.write(snapshot, to: writer, last: &last[jobID]) }
+                if snapshot.eventID > (lastEventID ?? -1) { try await sent.write(snapshot, to: writer) }
                 return snapshot.job.done
             }
         }
@@ -47,10 +66,8 @@ struct EventStreams: Sendable {
         let slot = try limit.acquire()
         return Self.response { writer in
             _ = slot
-            try await follow(only: nil, tenant: tenant, writer: writer) { last in
-                for snapshot in try await jobs.activeSnapshots(tenant: tenant) {
-                    try await Self.write(snapshot, to: writer, last: &last[snapshot.job.id])
-                }
+            try await follow(only: nil, tenant: tenant, writer: writer) { sent in
+                for snapshot in try await jobs.activeSnapshots(tenant: tenant) { try await sent.write(snapshot, to: writer) }
                 return false
             }
         }
@@ -70,14 +87,14 @@ struct EventStreams: Sendable {
     /// leaves (a write throws) or shutdown begins.
     private func follow(
         only jobID: JobID?, tenant: Tenant, writer: ResponseBodyWriter,
-        start: (inout [JobID: Int]) async throws -> Bool
+        start: (inout Sent) async throws -> Bool
     ) async throws {
         let subscription = changes.subscribe()
         let (wakes, wake) = AsyncStream.makeStream(of: Wake.self, bufferingPolicy: .bufferingNewest(1024))
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
             group.addTask {
-                for await change in subscription where jobID == nil || change.jobID == jobID { wake.yield(.changed(change.jobID)) }
+                for await change in subscription where jobID == nil || change.jobID == jobID { wake.yield(.changed(change)) }
             }
             group.addTask { [keepAlive] in
                 while true {
@@ -89,33 +106,28 @@ struct EventStreams: Sendable {
                 await readiness.waitUntilDraining()
                 if !Task.isCancelled { wake.yield(.shutdown) }
             }
-            // The last id sent per job: an event goes out only for a newer version.
-            var last: [JobID: Int] = [:]
-            if try await start(&last) { return }
+            // An event goes out only when newer than the last one sent for its job.
+            var sent = Sent()
+            if try await start(&sent) { return }
             for await event in wakes {
                 switch event {
                 case .keepAlive:
                     try await writer.write(": keep-alive\n\n")
                 case .shutdown:
                     return
-                case .changed(let changed):
+                case .changed(let change) where change.kind == .bytes:
+                    // Only jobs this stream has shown (so of its tenant); a job it has not yet shown waits for its
+                    // next committed change.
+                    guard let shown = sent.last[change.jobID] else { continue }
+                    try await sent.write(progress.snapshot(shown.job, version: shown.version), to: writer)
+                case .changed(let change):
                     // Another tenant's job reads as none: its changes are never sent.
-                    guard let snapshot = try await jobs.snapshot(id: changed, tenant: tenant) else { continue }
-                    try await Self.write(snapshot, to: writer, last: &last[changed])
+                    guard let snapshot = try await jobs.snapshot(id: change.jobID, tenant: tenant) else { continue }
+                    try await sent.write(snapshot, to: writer)
                     if jobID != nil, snapshot.job.done { return }
                 }
             }
         }
-    }
-
-    /// `id: VERSION`, `event: job`, `data: JOB` — unless the client has this version already.
-    private static func write(_ snapshot: (job: Job, version: Int), to writer: ResponseBodyWriter, last: inout Int?) async throws {
-        guard snapshot.version > (last ?? -1) else { return }
-        last = snapshot.version
-        var event = Array("id: \(snapshot.version)\nevent: job\ndata: ".utf8)
-        event += snapshot.job.json
-        event += Array("\n\n".utf8)
-        try await writer.write(event)
     }
 }
 

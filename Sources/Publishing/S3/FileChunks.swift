@@ -40,26 +40,31 @@ final class ReadOnlyFile: Sendable {
 /// The bytes of a file as a request body: chunks read with `pread` on NIO's blocking-I/O thread pool.
 ///
 /// Never holds more than one chunk, whatever the file's size: the HTTP client asks for the next chunk
-/// only once it has written the last one. Cancellation is checked before every read. The file must
-/// keep the length it had when opened; if it is cut short, the body fails with a size mismatch.
+/// only once it has written the last one, which is when `progress` hears of that chunk's bytes.
+/// Cancellation is checked before every read. The file must keep the length it had when opened; if it is
+/// cut short, the body fails with a size mismatch.
 struct FileChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
 
     let file: ReadOnlyFile
     let key: String
     let chunkSize: Int
+    let progress: BytesTaken
 
     func makeAsyncIterator() -> Iterator {
-        Iterator(file: file, key: key, chunkSize: chunkSize)
+        Iterator(file: file, key: key, chunkSize: chunkSize, progress: progress)
     }
 
     struct Iterator: AsyncIteratorProtocol {
         let file: ReadOnlyFile
         let key: String
         let chunkSize: Int
+        let progress: BytesTaken
         var offset: Int64 = 0
 
         mutating func next() async throws -> ByteBuffer? {
+            // Asked for the next chunk: the client has written every byte before `offset`.
+            if offset > 0 { progress(Int(offset)) }
             guard offset < file.size else { return nil }
             try Task.checkCancellation()
             let (file, key, offset, length) = (self.file, self.key, self.offset, Int(Swift.min(Int64(chunkSize), file.size - self.offset)))

@@ -68,7 +68,7 @@ public struct S3MediaStore: MediaStore, Service {
         return "\(configuration.endpoint)/\(configuration.bucket)/\(path)"
     }
 
-    public func put(_ object: MediaObject) async throws -> String {
+    public func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String {
         try Task.checkCancellation()
         try Self.validate(key: object.key)
         let file = try ReadOnlyFile(path: object.stagedFile)
@@ -76,7 +76,7 @@ public struct S3MediaStore: MediaStore, Service {
             throw MediaStoreError.sizeMismatch(key: object.key, expected: object.size, actual: Int(file.size))
         }
         let body = HTTPClientRequest.Body.stream(
-            FileChunks(file: file, key: object.key, chunkSize: chunkSize),
+            FileChunks(file: file, key: object.key, chunkSize: chunkSize, progress: progress),
             length: .known(file.size)
         )
         let response = try await send(
