@@ -20,13 +20,14 @@ build: deps
 run: build
 	$(SWIFT) run --skip-build herald serve
 
-## The S3 tests start moto's S3 server (pip package moto[server]); installed here when missing.
+## The S3 tests start moto's S3 server (pip package moto[server]); the webhook tests check signatures with the
+## official standardwebhooks package. Installed here when missing.
 test-deps: deps
-	@python3 -c "import moto.server, flask" 2>/dev/null || { \
+	@python3 -c "import moto.server, flask, standardwebhooks" 2>/dev/null || { \
 		python3 -m pip --version >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-pip; }; \
-		echo "installing: moto[server]"; \
-		python3 -m pip install -q --disable-pip-version-check "moto[server]" 2>/dev/null \
-			|| python3 -m pip install -q --disable-pip-version-check --break-system-packages "moto[server]"; }
+		echo "installing: moto[server] standardwebhooks"; \
+		python3 -m pip install -q --disable-pip-version-check "moto[server]" standardwebhooks 2>/dev/null \
+			|| python3 -m pip install -q --disable-pip-version-check --break-system-packages "moto[server]" standardwebhooks; }
 
 test: test-deps
 	$(SWIFT) test

@@ -149,7 +149,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tests/Support",
-            exclude: ["moto_server.py"],
+            exclude: ["moto_server.py", "webhook_receiver.py"],
             swiftSettings: swiftSettings
         ),
 

@@ -16,10 +16,13 @@ public struct Application: Sendable {
     public let storage: Storage
     public let server: Server
     public let runner: JobRunner
+    /// Sends the webhook deliveries job endings write.
+    public let dispatcher: WebhookDispatcher
     /// Where published media go: the one `--store` names, or the one the caller gave.
     public let store: any MediaStore
-    /// In start order; a `ServiceGroup` shuts them down in reverse: readiness, the server, the runner, the key-use writer,
-    /// then the store (S3 only).
+    /// In start order; a `ServiceGroup` shuts them down in reverse: readiness, the server, the runner, the webhook
+    /// dispatcher (after the runner: the jobs that end during its grace still make deliveries), the sweeper, the key-use
+    /// writer, then the store (S3 only).
     public let services: [any Service]
     /// The `initial-admin` key made at this start because the database held no key (`--auth keys`): the caller
     /// prints it once. nil otherwise.
@@ -97,8 +100,18 @@ public struct Application: Sendable {
         }
         KeyRoutes(service: keys).register(in: &router)
         let sweeper = Sweeper(
-            media: MediaRepository(storage), posts: PostRepository(storage), staging: staging,
+            media: MediaRepository(storage), posts: PostRepository(storage), webhooks: WebhookRepository(storage), staging: staging,
             stagedMediaTTL: configuration.stagedMediaTTL, logger: logger)
+        let dispatcher = WebhookDispatcher(
+            webhooks: WebhookRepository(storage), changes: storage.changes,
+            configuration: WebhookConfiguration(
+                timeout: .seconds(configuration.webhookTimeout), attempts: configuration.webhookAttempts,
+                allowPrivate: configuration.webhookAllowPrivate, retryBase: configuration.webhookRetryBase,
+                shutdownGrace: .seconds(configuration.shutdownGrace)),
+            resolver: configuration.webhookResolver, version: HeraldConfiguration.version, logger: logger)
+        WebhookRoutes(
+            webhooks: WebhookRepository(storage), resolver: configuration.webhookResolver, allowPrivate: configuration.webhookAllowPrivate
+        ).register(in: &router)
         OperationsRoutes(storage: storage, store: store, jobs: JobRepository(storage), readiness: readiness, registry: metrics)
             .register(in: &router)
         MediaRoutes(repository: MediaRepository(storage), staging: staging, maxMediaBytes: configuration.maxMediaBytes).register(in: &router)
@@ -144,8 +157,9 @@ public struct Application: Sendable {
             storage: storage,
             server: server,
             runner: runner,
+            dispatcher: dispatcher,
             store: store,
-            services: storeServices + [authenticator, sweeper, runner, server, readiness],
+            services: storeServices + [authenticator, sweeper, dispatcher, runner, server, readiness],
             initialKey: initialKey,
             lock: lock,
             events: events,

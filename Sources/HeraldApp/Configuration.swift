@@ -50,6 +50,16 @@ public struct HeraldConfiguration: Sendable {
     public var maxStreams: Int
     /// How often an idle event stream gets a comment line (no flag: the contract says at least every 15 seconds).
     public var eventKeepAlive: Duration
+    /// Seconds one webhook attempt may take, connecting included.
+    public var webhookTimeout: Int
+    /// Attempts before a webhook delivery is `failed`.
+    public var webhookAttempts: Int
+    /// Whether webhook URLs may point at loopback, private or link-local addresses (intranets, tests).
+    public var webhookAllowPrivate: Bool
+    /// The first webhook retry's delay (no flag: about 5 s, as the contract says; tests shorten it).
+    public var webhookRetryBase: Duration
+    /// How webhook hosts are resolved (no flag: the system's resolver; tests give their own).
+    public var webhookResolver: any HostResolver
 
     public init(
         host: String = "127.0.0.1",
@@ -80,7 +90,12 @@ public struct HeraldConfiguration: Sendable {
         stagedMediaTTL: Int = 86_400,
         minFreeDisk: Int = 1 << 30,
         maxStreams: Int = 500,
-        eventKeepAlive: Duration = .seconds(15)
+        eventKeepAlive: Duration = .seconds(15),
+        webhookTimeout: Int = 10,
+        webhookAttempts: Int = 8,
+        webhookAllowPrivate: Bool = false,
+        webhookRetryBase: Duration = .seconds(5),
+        webhookResolver: any HostResolver = SystemResolver()
     ) {
         self.host = host
         self.port = port
@@ -111,7 +126,15 @@ public struct HeraldConfiguration: Sendable {
         self.minFreeDisk = minFreeDisk
         self.maxStreams = maxStreams
         self.eventKeepAlive = eventKeepAlive
+        self.webhookTimeout = webhookTimeout
+        self.webhookAttempts = webhookAttempts
+        self.webhookAllowPrivate = webhookAllowPrivate
+        self.webhookRetryBase = webhookRetryBase
+        self.webhookResolver = webhookResolver
     }
+
+    /// Herald's version: `herald --version`, and the `User-Agent` of webhook requests.
+    public static let version = "0.1.0"
 
     /// Whether `host` names this machine's loopback only: `localhost`, 127.0.0.0/8 or `::1`.
     public static func isLoopback(_ host: String) -> Bool {

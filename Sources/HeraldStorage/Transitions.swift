@@ -187,6 +187,8 @@ enum Transitions {
                 [uploads.to.rawValue, jobID] + StatementArguments(uploads.from.map(\.rawValue))
             )
         }
+        // A job that ends tells its webhooks in this same transaction: the outbox.
+        if step.job.isDone { try WebhookRepository.enqueue(db, jobID: jobID, postID: postID) }
         changed.insert(jobID)
     }
 }

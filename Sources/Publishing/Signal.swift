@@ -1,17 +1,17 @@
 import Synchronization
 
 /// A wake-up that one waiter at a time can await: `fire()` before `wait` is remembered (level, not edge).
-final class Signal: Sendable {
+public final class Signal: Sendable {
     private struct State {
         var fired = false
         var waiter: CheckedContinuation<Void, Never>?
     }
     private let state = Mutex(State())
 
-    init() {}
+    public init() {}
 
     /// Wakes the waiter, or the next one if none waits now.
-    func fire() {
+    public func fire() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.fired = true
             defer { state.waiter = nil }
@@ -21,7 +21,7 @@ final class Signal: Sendable {
     }
 
     /// Returns once fired (consuming it), when `timeout` passes, or when the task is cancelled.
-    func wait(timeout: Duration) async {
+    public func wait(timeout: Duration) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.next() }
             group.addTask { try? await Task.sleep(for: timeout) }

@@ -17,7 +17,7 @@ struct HeraldCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald",
         abstract: "Herald: uploads media and publishes posts, each publish a job you can watch and cancel.",
-        version: "0.1.0",
+        version: HeraldConfiguration.version,
         subcommands: [Serve.self, Keys.self, Backup.self, Check.self, Healthcheck.self],
         defaultSubcommand: Serve.self
     )
@@ -63,6 +63,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Bytes kept free on the data directory's disk; uploads that would use them get 507. [HERALD_MIN_FREE_DISK, default 1073741824]")
     var minFreeDisk: Int?
     @Option(help: "Server-Sent Events streams open at once; more get 503. [HERALD_MAX_STREAMS, default 500]") var maxStreams: Int?
+    @Option(help: "Seconds a webhook attempt may take; a 2xx within it delivers. [HERALD_WEBHOOK_TIMEOUT, default 10]")
+    var webhookTimeout: Int?
+    @Option(help: "Attempts before a webhook delivery fails for good. [HERALD_WEBHOOK_ATTEMPTS, default 8]") var webhookAttempts: Int?
+    @Flag(help: "Let webhook URLs reach loopback, private and link-local addresses. [HERALD_WEBHOOK_ALLOW_PRIVATE=1]")
+    var webhookAllowPrivate = false
 
     func run() async throws {
         let configuration = try resolve(Environment())
@@ -158,7 +163,10 @@ struct Serve: AsyncParsableCommand {
             trustedProxies: proxies ?? defaults.trustedProxies,
             stagedMediaTTL: try stagedMediaTTL ?? environment.int("HERALD_STAGED_MEDIA_TTL") ?? defaults.stagedMediaTTL,
             minFreeDisk: try minFreeDisk ?? environment.int("HERALD_MIN_FREE_DISK") ?? defaults.minFreeDisk,
-            maxStreams: try maxStreams ?? environment.int("HERALD_MAX_STREAMS") ?? defaults.maxStreams
+            maxStreams: try maxStreams ?? environment.int("HERALD_MAX_STREAMS") ?? defaults.maxStreams,
+            webhookTimeout: try webhookTimeout ?? environment.int("HERALD_WEBHOOK_TIMEOUT") ?? defaults.webhookTimeout,
+            webhookAttempts: try webhookAttempts ?? environment.int("HERALD_WEBHOOK_ATTEMPTS") ?? defaults.webhookAttempts,
+            webhookAllowPrivate: try webhookAllowPrivate || environment.bool("HERALD_WEBHOOK_ALLOW_PRIVATE") ?? defaults.webhookAllowPrivate
         )
         try validate(configuration)
         return configuration
@@ -171,7 +179,8 @@ struct Serve: AsyncParsableCommand {
             ("max-media-bytes", configuration.maxMediaBytes), ("max-media-per-post", configuration.maxMediaPerPost),
             ("http-threads", configuration.httpThreads), ("max-connections", configuration.maxConnections),
             ("max-connections-per-ip", configuration.maxConnectionsPerIP), ("connection-timeout", configuration.connectionTimeout),
-            ("max-streams", configuration.maxStreams),
+            ("max-streams", configuration.maxStreams), ("webhook-timeout", configuration.webhookTimeout),
+            ("webhook-attempts", configuration.webhookAttempts),
         ]
         for (name, value) in positive where value < 1 { throw ValidationError("--\(name) must be at least 1, not \(value)") }
         guard (0...65535).contains(configuration.port) else { throw ValidationError("--port must be 0 to 65535") }
@@ -232,6 +241,16 @@ struct Environment {
     func awsCredentials() throws -> SigV4Signer.Credentials? {
         guard let id = try string("AWS_ACCESS_KEY_ID"), let secret = try string("AWS_SECRET_ACCESS_KEY") else { return nil }
         return SigV4Signer.Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: try string("AWS_SESSION_TOKEN"))
+    }
+
+    /// `1`, `true`, `yes`, `on` or their opposites, in any case.
+    func bool(_ name: String) throws -> Bool? {
+        guard let text = try string(name) else { return nil }
+        switch text.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw ValidationError("\(name)='\(text)' is not 1/true/yes/on or 0/false/no/off")
+        }
     }
 
     func int(_ name: String) throws -> Int? {

@@ -182,7 +182,7 @@ struct AccessTests {
 
     /// Each scope against each route: allowed (anything but 401/403), or 403.
     @Test func eachScopeAgainstEachRoute() async throws {
-        try await withHerald { base, _, application in
+        try await withHerald(configure: { $0.webhookAllowPrivate = true }) { base, _, application in
             let admin = try #require(application.initialKey?.secret)
             var keys: [Scope: String] = [.admin: admin]
             for scope in [Scope.read, .publish] {
@@ -190,6 +190,7 @@ struct AccessTests {
             }
             let json = Array(#"{"text": "scoped"}"#.utf8)
             let keyBody = Array(#"{"name": "made"}"#.utf8)
+            let hookBody = Array(#"{"url": "http://127.0.0.1:9/hook"}"#.utf8)
             let routes: [(HTTPMethod, String, Scope, String?, [UInt8]?)] = [
                 (.GET, "/v1/media/\(unknownID)", .read, nil, nil), (.POST, "/v1/media", .publish, "image/png", pngBytes),
                 (.DELETE, "/v1/media/\(unknownID)", .publish, nil, nil), (.GET, "/v1/posts", .read, nil, nil),
@@ -200,7 +201,9 @@ struct AccessTests {
                 (.DELETE, "/v1/jobs/\(unknownID)", .publish, nil, nil), (.GET, "/v1/queue", .read, nil, nil),
                 (.POST, "/v1/queue/pause", .admin, nil, nil), (.POST, "/v1/queue/resume", .admin, nil, nil),
                 (.GET, "/v1/keys", .admin, nil, nil), (.POST, "/v1/keys", .admin, "application/json", keyBody),
-                (.DELETE, "/v1/keys/\(unknownID)", .admin, nil, nil),
+                (.DELETE, "/v1/keys/\(unknownID)", .admin, nil, nil), (.GET, "/v1/webhooks", .read, nil, nil),
+                (.POST, "/v1/webhooks", .publish, "application/json", hookBody), (.GET, "/v1/webhooks/\(unknownID)", .read, nil, nil),
+                (.DELETE, "/v1/webhooks/\(unknownID)", .publish, nil, nil), (.GET, "/v1/webhooks/\(unknownID)/deliveries", .read, nil, nil),
             ]
             for (method, path, needed, type, body) in routes {
                 for scope in Scope.allCases {

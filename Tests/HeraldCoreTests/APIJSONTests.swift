@@ -106,4 +106,30 @@ struct APIJSONTests {
         #expect(Self.text(status.json) == #"{"paused":true,"workers":8,"running":2,"queued":15,"scheduled":0}"#)
         #expect(try Self.sameJSON(status.json, status))
     }
+
+    @Test("webhooks, a new one with its secret, deliveries and the event body: exact bytes and what JSONEncoder says")
+    func webhooks() throws {
+        let webhook = Webhook(
+            id: WebhookID("01a202c0-f64b-7d41-9e6f-0a1b2c3d4e70"), url: "https://hooks.example/herald?x=1", events: [.jobFailed, .jobSucceeded],
+            createdAt: Fixtures.created)
+        #expect(
+            Self.text(webhook.json)
+                == #"{"id":"01a202c0-f64b-7d41-9e6f-0a1b2c3d4e70","url":"https://hooks.example/herald?x=1","#
+                + #""events":["job.failed","job.succeeded"],"disabled":false,"created_at":"2026-11-22T10:15:30.123Z"}"#)
+        #expect(try Self.sameJSON(webhook.json, webhook))
+        let created = CreatedWebhook(webhook: webhook, secret: "whsec_c2VjcmV0")
+        #expect(Self.text(created.json).contains(#""events":["job.failed","job.succeeded"],"secret":"whsec_c2VjcmV0","disabled""#))
+        #expect(try Self.sameJSON(created.json, created))
+        for delivery in [
+            WebhookDelivery(id: DeliveryID("01a202c0-f64b-7d41-9e6f-0a1b2c3d4e71"), eventID: "e1", type: .jobCancelled, createdAt: Fixtures.created),
+            WebhookDelivery(
+                id: DeliveryID("01a202c0-f64b-7d41-9e6f-0a1b2c3d4e72"), eventID: "e2", type: .jobSucceeded, attempts: 3, status: .delivered,
+                lastStatusCode: 204, lastError: "HTTP 500", nextAttemptAt: nil, deliveredAt: Fixtures.later, createdAt: Fixtures.created),
+        ] {
+            #expect(try Self.sameJSON(delivery.json, delivery))
+        }
+        let event = WebhookEvent(type: .jobSucceeded, timestamp: Fixtures.later, job: Self.job, post: Self.queuedPost)
+        #expect(Self.text(event.json).hasPrefix(#"{"type":"job.succeeded","timestamp":"2026-11-22T10:16:00.000Z","data":{"job":{"#))
+        #expect(try Self.sameJSON(event.json, event))
+    }
 }

@@ -15,19 +15,22 @@ import ServiceLifecycle
 #endif
 
 /// Expires what has outlived its time, at start and every minute: unattached media past `--staged-media-ttl` (row,
-/// then file) and idempotency keys past their 24 hours. At start and every hour it also removes staged files that no
+/// then file), idempotency keys past their 24 hours and webhook deliveries past their 7 days. At start and every hour it also removes staged files that no
 /// live row needs (left by a crash between a publish's commit and its clean-up, or between a file and its row).
 ///
 /// Each pass is one indexed query that reads nothing when nothing has expired.
 struct Sweeper: Service {
     let media: MediaRepository
     let posts: PostRepository
+    let webhooks: WebhookRepository
     let staging: StagingArea
     /// Seconds an unattached medium is kept.
     let stagedMediaTTL: Int
     let logger: Logger
 
     static let interval: Duration = .seconds(60)
+    /// How long webhook deliveries are kept, delivered or not.
+    static let deliveryRetention: Int64 = 7 * 86_400_000
     static let filesInterval: Duration = .seconds(3600)
     /// A staged file younger than this may be an upload in progress (`.partial`) or a file whose row is being
     /// written: the file sweep leaves it for the next pass.
@@ -45,20 +48,26 @@ struct Sweeper: Service {
         }
     }
 
-    /// Expires unattached media and idempotency keys as of `now`; returns how many of each went.
-    func sweep(now: Timestamp) async -> (media: Int, keys: Int) {
-        var result = (media: 0, keys: 0)
+    /// Expires unattached media, idempotency keys and webhook deliveries as of `now`; returns how many of each went.
+    func sweep(now: Timestamp) async -> (media: Int, keys: Int, deliveries: Int) {
+        var result = (media: 0, keys: 0, deliveries: 0)
         do {
             let paths = try await media.expireUnattached(createdBy: now.adding(milliseconds: -Int64(stagedMediaTTL) * 1000))
             // After the commit: a crash in between leaves files, which the file sweep removes, never rows without files.
             for path in paths { staging.remove(path) }
             result.media = paths.count
             result.keys = try await posts.forgetExpiredKeys(now: now)
+            result.deliveries = try await webhooks.expire(before: now.adding(milliseconds: -Self.deliveryRetention))
         } catch {
             logger.error("sweep failed", metadata: ["error": "\(error)"])
         }
-        if result.media > 0 || result.keys > 0 {
-            logger.info("swept", metadata: ["expired_media": "\(result.media)", "forgotten_idempotency_keys": "\(result.keys)"])
+        if result.media > 0 || result.keys > 0 || result.deliveries > 0 {
+            logger.info(
+                "swept",
+                metadata: [
+                    "expired_media": "\(result.media)", "forgotten_idempotency_keys": "\(result.keys)",
+                    "forgotten_webhook_deliveries": "\(result.deliveries)",
+                ])
         }
         Counter(label: "herald_swept_total", dimensions: [("what", "media")]).increment(by: result.media)
         _ = staging.freeBytes()

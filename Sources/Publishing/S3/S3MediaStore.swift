@@ -352,7 +352,7 @@ private final class BucketState: Sendable {
 
 extension Duration {
     /// The duration in whole nanoseconds (saturating), for NIO's `TimeAmount`.
-    fileprivate var nanoseconds: Int64 {
+    public var nanoseconds: Int64 {
         let (seconds, attoseconds) = components
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         return overflow ? .max : whole + attoseconds / 1_000_000_000

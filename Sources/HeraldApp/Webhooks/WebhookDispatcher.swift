@@ -1,0 +1,267 @@
+import AsyncHTTPClient
+import Foundation
+import HeraldCore
+import HeraldStorage
+import Logging
+import Metrics
+import NIOCore
+import NIOHTTP1
+import Publishing
+import ServiceLifecycle
+import Synchronization
+
+/// How webhooks are delivered: `--webhook-timeout`, `--webhook-attempts`, `--webhook-allow-private`, and the rest.
+public struct WebhookConfiguration: Sendable {
+    /// One attempt's limit, connecting included: a 2xx within it delivers.
+    public var timeout: Duration
+    /// Attempts before a delivery is `failed`.
+    public var attempts: Int
+    /// Whether loopback, private and link-local addresses may be reached.
+    public var allowPrivate: Bool
+    /// The first retry's delay; each next one is 4 times longer (5 s, 20 s, 80 s, … 5.7 h), each ±20 %.
+    public var retryBase: Duration
+    /// Attempts in flight at once.
+    public var concurrency: Int
+    /// How long in-flight attempts may go on once shutdown starts; then they are cancelled (and sent again at the
+    /// next start).
+    public var shutdownGrace: Duration
+
+    public init(
+        timeout: Duration = .seconds(10), attempts: Int = 8, allowPrivate: Bool = false, retryBase: Duration = .seconds(5),
+        concurrency: Int = 16, shutdownGrace: Duration = .seconds(20)
+    ) {
+        self.timeout = timeout
+        self.attempts = attempts
+        self.allowPrivate = allowPrivate
+        self.retryBase = retryBase
+        self.concurrency = concurrency
+        self.shutdownGrace = shutdownGrace
+    }
+
+    /// The delay after the `attempt`-th failed attempt: `retryBase * 4^(attempt-1)`, ±20 %.
+    func backoff(after attempt: Int) -> Duration {
+        let delay = retryBase * Double(1 << (2 * min(max(attempt - 1, 0), 12)))
+        return delay * Double.random(in: 0.8...1.2)
+    }
+}
+
+/// Sends the webhook deliveries the outbox holds: a `Service` that wakes when a job ends (a new delivery), when an
+/// attempt finishes, and when the next retry is due; never on a polling timer.
+///
+/// Each attempt resolves the endpoint's host again and checks every address (``WebhookTarget``), then connects to
+/// the checked address: http through one shared client, the URL's host replaced by the address and kept in `Host`;
+/// https through a client made for the attempt whose `dnsOverride` maps the host to the address, so the TLS server
+/// name and certificate check stay the host's. Redirects are not followed.
+public final class WebhookDispatcher: Service, Sendable {
+    private let webhooks: WebhookRepository
+    private let configuration: WebhookConfiguration
+    private let resolver: any HostResolver
+    private let logger: Logger
+    private let client: HTTPClient
+    private let wake = Signal()
+    private let stopping = Atomic(false)
+    /// The deliveries being attempted now.
+    private let inFlight = Mutex(Set<DeliveryID>())
+    private let observers = Mutex([@Sendable (DeliveryID, WebhookRepository.Outcome) -> Void]())
+    private let userAgent: String
+
+    init(
+        webhooks: WebhookRepository, changes: JobChanges, configuration: WebhookConfiguration, resolver: any HostResolver,
+        version: String, logger: Logger
+    ) {
+        self.webhooks = webhooks
+        self.configuration = configuration
+        self.resolver = resolver
+        self.logger = logger
+        self.userAgent = "herald/\(version)"
+        self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.clientConfiguration(configuration, dnsOverride: [:]))
+        changes.observe { [wake] change in
+            // A job's end may have written deliveries in its transaction.
+            if change.state.isDone { wake.fire() }
+        }
+    }
+
+    private static func clientConfiguration(_ configuration: WebhookConfiguration, dnsOverride: [String: String]) -> HTTPClient.Configuration {
+        var client = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: .nanoseconds(configuration.timeout.nanoseconds)),
+            decompression: .disabled)
+        client.dnsOverride = dnsOverride
+        client.httpVersion = .http1Only
+        return client
+    }
+
+    /// Calls `observer` after each attempt is recorded, with what it came to (metrics, tests).
+    public func observe(_ observer: @escaping @Sendable (DeliveryID, WebhookRepository.Outcome) -> Void) {
+        observers.withLock { $0.append(observer) }
+    }
+
+    // MARK: The loop
+
+    public func run() async throws {
+        await withDiscardingTaskGroup { group in
+            await withGracefulShutdownHandler {
+                await loop(group: &group)
+            } onGracefulShutdown: {
+                self.stopping.store(true, ordering: .relaxed)
+                self.wake.fire()
+            }
+            await drain()
+            group.cancelAll()
+        }
+        try? await client.shutdown()
+        logger.info("webhook dispatcher stopped")
+    }
+
+    private func loop(group: inout DiscardingTaskGroup) async {
+        while !stopping.load(ordering: .relaxed), !Task.isCancelled {
+            var timeout = Duration.seconds(3600)
+            do {
+                let busy = inFlight.withLock { $0 }
+                let free = configuration.concurrency - busy.count
+                if free > 0 {
+                    for delivery in try await webhooks.due(now: .now(), excluding: busy, limit: free) {
+                        inFlight.withLock { _ = $0.insert(delivery.id) }
+                        group.addTask {
+                            await self.attempt(delivery)
+                            self.inFlight.withLock { _ = $0.remove(delivery.id) }
+                            self.wake.fire()
+                        }
+                    }
+                }
+                if let next = try await webhooks.nextDue(excluding: inFlight.withLock { $0 }) {
+                    timeout = .milliseconds(max(0, next.milliseconds(since: .now())))
+                }
+            } catch {
+                logger.error("webhook outbox error", metadata: ["error": "\(error)"])
+                timeout = .seconds(5)
+            }
+            await wake.wait(timeout: max(timeout, .milliseconds(1)))
+        }
+    }
+
+    /// Gives the attempts in flight the grace period.
+    private func drain() async {
+        let deadline = ContinuousClock.now + configuration.shutdownGrace
+        while !inFlight.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
+            await wake.wait(timeout: deadline - ContinuousClock.now)
+        }
+    }
+
+    // MARK: One attempt
+
+    private func attempt(_ delivery: PendingDelivery) async {
+        if delivery.endpointDisabled {
+            try? await webhooks.abandon(delivery.id, reason: "the endpoint is disabled: it answered 410 Gone")
+            return
+        }
+        let started = ContinuousClock.now
+        let outcome: WebhookRepository.Outcome
+        do {
+            outcome = try await send(delivery)
+        } catch is CancellationError {
+            // Shutdown ran out of grace: not recorded, so the next start sends it again (at least once).
+            return
+        } catch {
+            logger.error("webhook attempt error", metadata: ["delivery_id": "\(delivery.id)", "error": "\(error)"])
+            return
+        }
+        Timer(label: "herald_webhook_attempt_duration_seconds").record(duration: ContinuousClock.now - started)
+        let label: String
+        switch outcome {
+        case .delivered: label = "delivered"
+        case .retry: label = "retried"
+        case .failed: label = "failed"
+        }
+        Counter(label: "herald_webhook_attempts_total", dimensions: [("outcome", label)]).increment()
+        if case .failed(let status, let error, _) = outcome {
+            logger.notice(
+                "webhook delivery failed",
+                metadata: [
+                    "delivery_id": "\(delivery.id)", "webhook_id": "\(delivery.webhookID)", "status": "\(status.map(String.init) ?? "none")",
+                    "error": "\(error)",
+                ])
+        }
+        do {
+            try await webhooks.record(delivery.id, outcome, now: .now())
+        } catch {
+            logger.error("cannot record a webhook attempt", metadata: ["delivery_id": "\(delivery.id)", "error": "\(error)"])
+            return
+        }
+        for observer in observers.withLock({ $0 }) { observer(delivery.id, outcome) }
+    }
+
+    /// Resolves, checks, signs and sends; what came of it. Throws only `CancellationError` (and database errors).
+    private func send(_ delivery: PendingDelivery) async throws -> WebhookRepository.Outcome {
+        let attempt = delivery.attempts + 1
+        func notDelivered(_ status: Int?, _ error: String) -> WebhookRepository.Outcome {
+            attempt >= configuration.attempts
+                ? .failed(statusCode: status, error: error, disable: false)
+                : .retry(statusCode: status, error: error, next: Timestamp.now().adding(configuration.backoff(after: attempt)))
+        }
+        let target: WebhookTarget
+        do {
+            target = try await WebhookTarget.resolve(delivery.url, resolver: resolver, allowPrivate: configuration.allowPrivate)
+        } catch .refused(let reason) {
+            // Not retried: the endpoint points where webhooks may not go.
+            return .failed(statusCode: nil, error: "refused: \(reason)", disable: false)
+        } catch {
+            try Task.checkCancellation()
+            return notDelivered(nil, error.description)
+        }
+        let timestamp = Int(Date().timeIntervalSince1970)
+        guard let signature = WebhookSignature.sign(id: delivery.eventID, timestamp: timestamp, body: delivery.body, secret: delivery.secret)
+        else { return .failed(statusCode: nil, error: "the endpoint's secret is not whsec_ and base64", disable: false) }
+        var request = HTTPClientRequest(url: target.requestURL)
+        request.method = .POST
+        request.headers = [
+            "Host": target.authority, "Content-Type": "application/json", "User-Agent": userAgent, "webhook-id": delivery.eventID,
+            "webhook-timestamp": String(timestamp), "webhook-signature": signature,
+        ]
+        request.body = .bytes(ByteBuffer(bytes: delivery.body))
+        do {
+            let status = try await execute(request, target: target)
+            switch status {
+            case 200..<300: return .delivered(statusCode: status)
+            case 410: return .failed(statusCode: 410, error: "410 Gone: the endpoint is disabled", disable: true)
+            case 300..<400: return notDelivered(status, "HTTP \(status): redirects are not followed")
+            default: return notDelivered(status, "HTTP \(status)")
+            }
+        } catch {
+            try Task.checkCancellation()
+            return notDelivered(nil, Self.describe(error))
+        }
+    }
+
+    /// The answer's status, within the timeout; the body is read and dropped (up to 64 KiB).
+    private func execute(_ request: HTTPClientRequest, target: WebhookTarget) async throws -> Int {
+        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        if target.scheme == "http" {
+            return try await Self.status(of: try await client.execute(request, deadline: deadline, logger: logger))
+        }
+        let client = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: Self.clientConfiguration(configuration, dnsOverride: [target.host: target.address]))
+        do {
+            let status = try await Self.status(of: try await client.execute(request, deadline: deadline, logger: logger))
+            try await client.shutdown()
+            return status
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    private static func status(of response: HTTPClientResponse) async throws -> Int {
+        _ = try? await response.body.collect(upTo: 64 << 10)
+        return Int(response.status.code)
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            if error == .deadlineExceeded { return "no answer within the timeout" }
+            if error == .connectTimeout { return "no connection within the timeout" }
+        }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,259 @@
+import Foundation
+import GRDB
+public import HeraldCore
+
+/// Webhook endpoints, the events a job's end makes, and their deliveries: what the routes and the dispatcher read
+/// and write. Every client-facing call takes the caller's tenant.
+public struct WebhookRepository: Sendable {
+    private let pool: DatabasePool
+
+    public init(_ storage: Storage) {
+        pool = storage.pool
+    }
+
+    // MARK: Endpoints
+
+    /// Records a new endpoint of `tenant`, signed with `secret`.
+    public func insert(_ webhook: Webhook, tenant: Tenant, secret: String) async throws {
+        try await pool.write { db in
+            try db.run(
+                "INSERT INTO webhooks (id, tenant, url, events, secret, disabled, created_at) VALUES (?, ?, ?, ?, ?, 0, ?)",
+                [webhook.id, tenant.rawValue, webhook.url, Self.eventsJSON(webhook.events), secret, webhook.createdAt.rfc3339]
+            )
+        }
+    }
+
+    /// The endpoint with this id; nil if `tenant` has none.
+    public func find(id: WebhookID, tenant: Tenant) async throws -> Webhook? {
+        try await pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM webhooks WHERE id = ? AND tenant = ?"), arguments: [id, tenant.rawValue])
+                .map(Self.webhook)
+        }
+    }
+
+    /// One page of the tenant's endpoints, newest first, strictly after `cursor`.
+    public func list(tenant: Tenant, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Webhook> {
+        try await pool.read { db in
+            let rows = try Rows.listRows(db, table: "webhooks", tenant: tenant, state: nil, limit: limit, after: cursor)
+            return Page(fetched: try rows.map(Self.webhook), limit: limit, cursor: \.cursor)
+        }
+    }
+
+    /// Removes the endpoint and its deliveries (pending ones are never sent); false if `tenant` has no such endpoint.
+    public func delete(id: WebhookID, tenant: Tenant) async throws -> Bool {
+        try await pool.write { db in
+            try db.run("DELETE FROM webhooks WHERE id = ? AND tenant = ?", [id, tenant.rawValue])
+            return db.changesCount == 1
+        }
+    }
+
+    /// One page of the endpoint's deliveries, newest first; nil if `tenant` has no such endpoint.
+    public func deliveries(
+        of id: WebhookID, tenant: Tenant, limit: Int, after cursor: HeraldCore.Cursor?
+    ) async throws -> Page<WebhookDelivery>? {
+        try await pool.read { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM webhooks WHERE id = ? AND tenant = ?", arguments: [id, tenant.rawValue]) != nil
+            else { return nil }
+            var arguments: StatementArguments = [id]
+            var after = ""
+            if let cursor {
+                after = "AND (d.created_at, d.id) < (?, ?)"
+                arguments += [cursor.createdAt.rfc3339, cursor.id]
+            }
+            arguments += [max(limit, 0) + 1]
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT d.*, e.type FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+                        WHERE d.webhook_id = ? \(after) ORDER BY d.created_at DESC, d.id DESC LIMIT ?
+                        """),
+                arguments: arguments
+            )
+            return Page(fetched: try rows.map(Self.delivery), limit: limit, cursor: \.cursor)
+        }
+    }
+
+    // MARK: The outbox
+
+    /// Inside the transaction that ends `jobID`: one event, and a delivery to each of its tenant's endpoints that
+    /// takes the event's type and is not disabled. Nothing when there is none.
+    static func enqueue(_ db: Database, jobID: JobID, postID: PostID) throws {
+        guard
+            let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT tenant, state FROM jobs WHERE id = ?"), arguments: [jobID]),
+            let state = JobState(rawValue: row["state"]), let type = WebhookEventType(ending: state)
+        else { return }
+        let endpoints = try String.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT id FROM webhooks
+                    WHERE tenant = ? AND disabled = 0 AND EXISTS (SELECT 1 FROM json_each(webhooks.events) WHERE value = ?)
+                    """),
+            arguments: [row["tenant"] as String, type.rawValue]
+        )
+        guard !endpoints.isEmpty else { return }
+        guard let job = try Rows.job(db, id: jobID), let post = try Rows.post(db, id: postID) else {
+            throw UnreadableRow(table: "jobs", id: jobID.rawValue, reason: "has no job or post to announce")
+        }
+        let now = Timestamp.now()
+        let event = WebhookEvent(type: type, timestamp: job.finishedAt ?? now, job: job, post: post)
+        let eventID = Identifier.generate(at: now)
+        try db.run(
+            "INSERT INTO webhook_events (id, type, body, created_at) VALUES (?, ?, ?, ?)",
+            [eventID, type.rawValue, Data(event.json), now.rfc3339]
+        )
+        for endpoint in endpoints {
+            try db.run(
+                """
+                INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, next_attempt_at, created_at)
+                VALUES (?, ?, ?, 'pending', ?, ?)
+                """,
+                [DeliveryID.generate(at: now), endpoint, eventID, now.rfc3339, now.rfc3339]
+            )
+        }
+    }
+
+    // MARK: The dispatcher's side
+
+    /// Pending deliveries due at `now`, oldest due first, but for those in `excluded` (being attempted).
+    public func due(now: Timestamp, excluding excluded: Set<DeliveryID>, limit: Int) async throws -> [PendingDelivery] {
+        try await pool.read { db in
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.disabled, e.body
+                        FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN webhook_events e ON e.id = d.event_id
+                        WHERE d.status = 'pending' AND d.next_attempt_at <= ?
+                        ORDER BY d.next_attempt_at LIMIT ?
+                        """),
+                arguments: [now.rfc3339, limit + excluded.count]
+            )
+            return rows.lazy.map { row in
+                PendingDelivery(
+                    id: row["id"], webhookID: row["webhook_id"], eventID: row["event_id"], attempts: row["attempts"], url: row["url"],
+                    secret: row["secret"], endpointDisabled: (row["disabled"] as Int) != 0, body: [UInt8](row["body"] as Data))
+            }
+            .filter { !excluded.contains($0.id) }
+            .prefix(limit).map { $0 }
+        }
+    }
+
+    /// When the next pending delivery not in `excluded` (being attempted) is due; nil when none is pending.
+    public func nextDue(excluding excluded: Set<DeliveryID>) async throws -> Timestamp? {
+        try await pool.read { db in
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT id, next_attempt_at FROM webhook_deliveries WHERE status = 'pending' ORDER BY next_attempt_at LIMIT ?"),
+                arguments: [excluded.count + 1])
+            return rows.first { !excluded.contains(DeliveryID($0["id"] as String)) }.flatMap { Timestamp(rfc3339: $0["next_attempt_at"]) }
+        }
+    }
+
+    /// What an attempt came to.
+    public enum Outcome: Sendable, Equatable {
+        /// A 2xx: delivered.
+        case delivered(statusCode: Int)
+        /// Not delivered; try again at `next`.
+        case retry(statusCode: Int?, error: String, next: Timestamp)
+        /// Given up; `disable` also disables the endpoint (a 410).
+        case failed(statusCode: Int?, error: String, disable: Bool)
+    }
+
+    /// Records one attempt of `id` (its count grows by one) and what it came to.
+    public func record(_ id: DeliveryID, _ outcome: Outcome, now: Timestamp) async throws {
+        try await pool.write { db in
+            switch outcome {
+            case .delivered(let statusCode):
+                try db.run(
+                    """
+                    UPDATE webhook_deliveries SET attempts = attempts + 1, status = 'delivered', last_status_code = ?, last_error = NULL,
+                        next_attempt_at = NULL, delivered_at = ? WHERE id = ? AND status = 'pending'
+                    """, [statusCode, now.rfc3339, id])
+            case .retry(let statusCode, let error, let next):
+                try db.run(
+                    """
+                    UPDATE webhook_deliveries SET attempts = attempts + 1, last_status_code = ?, last_error = ?, next_attempt_at = ?
+                    WHERE id = ? AND status = 'pending'
+                    """, [statusCode, error, next.rfc3339, id])
+            case .failed(let statusCode, let error, let disable):
+                try db.run(
+                    """
+                    UPDATE webhook_deliveries SET attempts = attempts + 1, status = 'failed', last_status_code = ?, last_error = ?,
+                        next_attempt_at = NULL WHERE id = ? AND status = 'pending'
+                    """, [statusCode, error, id])
+                if disable {
+                    try db.run(
+                        "UPDATE webhooks SET disabled = 1 WHERE id = (SELECT webhook_id FROM webhook_deliveries WHERE id = ?)", [id])
+                }
+            }
+        }
+    }
+
+    /// A pending delivery whose endpoint is disabled is failed without an attempt.
+    public func abandon(_ id: DeliveryID, reason: String) async throws {
+        try await pool.write { db in
+            try db.run(
+                "UPDATE webhook_deliveries SET status = 'failed', last_error = ?, next_attempt_at = NULL WHERE id = ? AND status = 'pending'",
+                [reason, id])
+        }
+    }
+
+    // MARK: Lifecycle
+
+    /// Forgets deliveries created before `cutoff`, and the events no delivery refers to any more. Returns how many
+    /// deliveries went.
+    public func expire(before cutoff: Timestamp) async throws -> Int {
+        try await pool.write { db in
+            try db.run("DELETE FROM webhook_deliveries WHERE created_at < ?", [cutoff.rfc3339])
+            let deleted = db.changesCount
+            try db.run(
+                "DELETE FROM webhook_events WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE event_id = webhook_events.id)")
+            return deleted
+        }
+    }
+
+    // MARK: Rows
+
+    private static func eventsJSON(_ events: [WebhookEventType]) -> String {
+        "[" + events.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]"
+    }
+
+    private static func webhook(_ row: Row) throws -> Webhook {
+        let text: String = row["events"]
+        // The column holds the JSON array this type wrote: `["job.succeeded","job.failed"]`.
+        let names = text.dropFirst().dropLast().split(separator: ",").map { String($0.dropFirst().dropLast()) }
+        let events = names.compactMap(WebhookEventType.init(rawValue:))
+        guard events.count == names.count, let createdAt = Timestamp(rfc3339: row["created_at"]) else {
+            throw UnreadableRow(table: "webhooks", id: row["id"])
+        }
+        return Webhook(id: row["id"], url: row["url"], events: events, disabled: (row["disabled"] as Int) != 0, createdAt: createdAt)
+    }
+
+    private static func delivery(_ row: Row) throws -> WebhookDelivery {
+        guard let type = WebhookEventType(rawValue: row["type"]), let status = WebhookDelivery.Status(rawValue: row["status"]),
+            let createdAt = Timestamp(rfc3339: row["created_at"])
+        else { throw UnreadableRow(table: "webhook_deliveries", id: row["id"]) }
+        let next = Rows.optionalTimestamp(row["next_attempt_at"])
+        let delivered = Rows.optionalTimestamp(row["delivered_at"])
+        guard next.isReadable, delivered.isReadable else { throw UnreadableRow(table: "webhook_deliveries", id: row["id"]) }
+        return WebhookDelivery(
+            id: row["id"], eventID: row["event_id"], type: type, attempts: row["attempts"], status: status,
+            lastStatusCode: row["last_status_code"], lastError: row["last_error"], nextAttemptAt: next.value,
+            deliveredAt: delivered.value, createdAt: createdAt)
+    }
+}
+
+/// A delivery due for an attempt, with what the attempt needs.
+public struct PendingDelivery: Sendable, Hashable {
+    public var id: DeliveryID
+    public var webhookID: WebhookID
+    /// The `webhook-id` header.
+    public var eventID: String
+    /// Attempts made before this one.
+    public var attempts: Int
+    public var url: String
+    /// `whsec_…`.
+    public var secret: String
+    public var endpointDisabled: Bool
+    /// The exact bytes to send and sign.
+    public var body: [UInt8]
+}
