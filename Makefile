@@ -3,7 +3,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz verify-container clean
+.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-webhooks verify-container clean
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
 deps:
@@ -54,6 +54,11 @@ bench: deps
 ## GET /healthz under wrk, side by side with a plain C libmicrohttpd server.
 bench-healthz: deps
 	Benchmarks/healthz.sh
+
+## Webhook deliveries a second to a local nginx that answers 204: a backlog, then live job endings (release build).
+bench-webhooks: release
+	@command -v wrk >/dev/null && command -v nginx >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk nginx-light; }
+	python3 Benchmarks/webhooks.py
 
 ## Builds the Dockerfile with buildah, runs it with podman, publishes a post through it, restarts it (root needed).
 verify-container:
