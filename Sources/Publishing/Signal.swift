@@ -13,9 +13,13 @@ public final class Signal: Sendable {
     /// Wakes the waiter, or the next one if none waits now.
     public func fire() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.fired = true
-            defer { state.waiter = nil }
-            return state.waiter
+            // Handed to the waiter, or kept for the next: a fire is consumed exactly once, never dropped.
+            guard let waiter = state.waiter else {
+                state.fired = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
         }
         waiter?.resume()
     }
@@ -28,14 +32,17 @@ public final class Signal: Sendable {
             await group.next()
             group.cancelAll()
         }
-        state.withLock { $0.fired = false }
     }
 
     private func next() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in
-                    if state.fired || Task.isCancelled { return true }
+                    if state.fired {
+                        state.fired = false
+                        return true
+                    }
+                    if Task.isCancelled { return true }
                     state.waiter = continuation
                     return false
                 }
