@@ -107,7 +107,7 @@ public struct Application: Sendable {
             configuration: WebhookConfiguration(
                 timeout: .seconds(configuration.webhookTimeout), attempts: configuration.webhookAttempts,
                 allowPrivate: configuration.webhookAllowPrivate, retryBase: configuration.webhookRetryBase,
-                shutdownGrace: .seconds(configuration.shutdownGrace)),
+                shutdownGrace: .seconds(configuration.shutdownGrace), tls: configuration.webhookTLS),
             resolver: configuration.webhookResolver, version: HeraldConfiguration.version, logger: logger)
         WebhookRoutes(
             webhooks: WebhookRepository(storage), resolver: configuration.webhookResolver, allowPrivate: configuration.webhookAllowPrivate

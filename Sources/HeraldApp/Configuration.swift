@@ -1,5 +1,6 @@
 public import Logging
 public import MicroHTTP
+public import NIOSSL
 public import Publishing
 
 /// Everything `herald serve` can be told, with the defaults of the API contract's "Running it".
@@ -60,6 +61,8 @@ public struct HeraldConfiguration: Sendable {
     public var webhookRetryBase: Duration
     /// How webhook hosts are resolved (no flag: the system's resolver; tests give their own).
     public var webhookResolver: any HostResolver
+    /// TLS for https webhooks (no flag: the system's trust roots; tests trust their own certificate).
+    public var webhookTLS: TLSConfiguration?
 
     public init(
         host: String = "127.0.0.1",
@@ -95,7 +98,8 @@ public struct HeraldConfiguration: Sendable {
         webhookAttempts: Int = 8,
         webhookAllowPrivate: Bool = false,
         webhookRetryBase: Duration = .seconds(5),
-        webhookResolver: any HostResolver = SystemResolver()
+        webhookResolver: any HostResolver = SystemResolver(),
+        webhookTLS: TLSConfiguration? = nil
     ) {
         self.host = host
         self.port = port
@@ -131,6 +135,7 @@ public struct HeraldConfiguration: Sendable {
         self.webhookAllowPrivate = webhookAllowPrivate
         self.webhookRetryBase = webhookRetryBase
         self.webhookResolver = webhookResolver
+        self.webhookTLS = webhookTLS
     }
 
     /// Herald's version: `herald --version`, and the `User-Agent` of webhook requests.

@@ -6,6 +6,7 @@ import HeraldStorage
 import MicroHTTP
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import Publishing
 import Synchronization
 import Testing
@@ -21,8 +22,11 @@ import Testing
 final class WebhookReceiver: Sendable {
     let port: Int
     private let process: Process
+    private let scheme: String
+    /// Talks to the control endpoints; trusts the receiver's own certificate when it serves HTTPS.
+    private let client: HTTPClient
 
-    var base: String { "http://127.0.0.1:\(port)" }
+    var base: String { "\(scheme)://127.0.0.1:\(port)" }
 
     /// One recorded request.
     struct Received: Sendable {
@@ -32,18 +36,24 @@ final class WebhookReceiver: Sendable {
         var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body) as? [String: Any]) ?? [:] }
     }
 
-    private init(port: Int, process: Process) {
+    private init(port: Int, process: Process, scheme: String, client: HTTPClient) {
         self.port = port
         self.process = process
+        self.scheme = scheme
+        self.client = client
     }
 
-    static func with<T: Sendable>(_ body: (WebhookReceiver) async throws -> T) async throws -> T {
+    /// Runs `body` with a receiver; with `tls` (a PEM certificate and key), it serves HTTPS.
+    static func with<T: Sendable>(
+        tls: (certificate: String, key: String)? = nil, _ body: (WebhookReceiver) async throws -> T
+    ) async throws -> T {
         let process = Process()
         let output = Pipe()
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Support/webhook_receiver.py")
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, "--exit-on-stdin-eof"]
+        process.arguments =
+            ["python3", script.path, "--exit-on-stdin-eof"] + (tls.map { ["--tls-cert", $0.certificate, "--tls-key", $0.key] } ?? [])
         // Held open while this process lives: the receiver exits when it closes, even if this process is killed.
         let input = Pipe()
         process.standardInput = input
@@ -58,7 +68,21 @@ final class WebhookReceiver: Sendable {
         }
         let line = try #require(await readLine(from: output.fileHandleForReading, containing: "PORT "), "the receiver started")
         let port = try #require(line.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) })
-        return try await body(WebhookReceiver(port: port, process: process))
+        guard let tls else {
+            return try await body(WebhookReceiver(port: port, process: process, scheme: "http", client: .shared))
+        }
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(tls.certificate))
+        configuration.certificateVerification = .noHostnameVerification
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(tlsConfiguration: configuration))
+        do {
+            let result = try await body(WebhookReceiver(port: port, process: process, scheme: "https", client: client))
+            try await client.shutdown()
+            return result
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
     }
 
     /// Answers the next requests to `path` with these (a status, `"hang"`, or `["status": 302, "location": …]`).
@@ -89,7 +113,7 @@ final class WebhookReceiver: Sendable {
         var request = HTTPClientRequest(url: "\(base)/_control/\(path)")
         request.method = method
         if let body { request.body = .bytes(ByteBuffer(bytes: Array(body))) }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let response = try await client.execute(request, timeout: .seconds(30))
         return Data(String(buffer: try await response.body.collect(upTo: 16 << 20)).utf8)
     }
 }
@@ -250,6 +274,57 @@ struct WebhookTests {
                 #expect(try await deliveries(base, webhook).isEmpty)
                 let events = try await application.storage.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM webhook_events") }
                 #expect(events == 0)
+            }
+        }
+    }
+
+    /// https: the attempt connects to the address it checked, while TLS sends and verifies the URL's name.
+    @Test func anHTTPSEndpointIsReachedAtTheCheckedAddressWithItsNameVerified() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-hooks-tls-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let certificate = "\(directory)/cert.pem"
+        let key = "\(directory)/key.pem"
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        openssl.arguments = [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+            "/CN=hooks.test", "-addext", "subjectAltName=DNS:hooks.test", "-keyout", key, "-out", certificate,
+        ]
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0, "openssl made the certificate")
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(certificate))
+
+        try await WebhookReceiver.with(tls: (certificate, key)) { receiver in
+            // Both names resolve to the receiver's address; the certificate names only hooks.test.
+            try await withHerald(configure: {
+                Self.allowPrivate(&$0)
+                $0.webhookAttempts = 1
+                // The refused handshake is retried by the client until the attempt's deadline: keep it short.
+                $0.webhookTimeout = 2
+                $0.webhookResolver = ScriptedResolver([["127.0.0.1"]])
+                $0.webhookTLS = tls
+            }) { base, _, application in
+                let good = try await createWebhook(base, ["url": "https://hooks.test:\(receiver.port)/secure"])
+                let goodID = try #require(good.json["id"] as? String)
+                let secret = try #require(good.json["secret"] as? String)
+                let wrong = try #require(try await createWebhook(base, ["url": "https://wrong.test:\(receiver.port)/wrong"]).json["id"] as? String)
+                let settled = SettledDeliveries(application)
+                _ = try await createJob(base)
+                await settled.wait(for: 2)
+
+                let received = try await receiver.requests()
+                #expect(received.map(\.path) == ["/secure"], "the wrong name's certificate check failed: nothing sent there")
+                #expect(received.first?.headers["host"] == "hooks.test:\(receiver.port)")
+                #expect(try await receiver.verify(secret: secret) == [true])
+                #expect(try await deliveries(base, goodID).first?["status"] as? String == "delivered")
+                let refused = try #require(try await deliveries(base, wrong).first)
+                #expect(refused["status"] as? String == "failed" && refused["last_status_code"] is NSNull)
+                // The certificate was checked against the URL's name, though the connection went to 127.0.0.1.
+                #expect((refused["last_error"] as? String)?.contains("Couldn't find wrong.test in certificate") == true)
             }
         }
     }

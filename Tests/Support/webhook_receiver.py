@@ -288,6 +288,8 @@ class Server(ThreadingHTTPServer):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (and --tls-key)")
+    parser.add_argument("--tls-key")
     parser.add_argument("--exit-on-stdin-eof", action="store_true",
                         help="exit once standard input closes (the test process that started it has ended)")
     args = parser.parse_args()
@@ -301,6 +303,12 @@ def main():
         threading.Thread(target=watch_stdin, daemon=True).start()
 
     server = Server(("127.0.0.1", args.port), Handler)
+    if args.tls_cert:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        # The handshake happens as a connection is accepted; one a client refuses is dropped there.
+        server.socket = context.wrap_socket(server.socket, server_side=True)
 
     def stop(signum, frame):
         raise SystemExit(0)

@@ -6,6 +6,7 @@ import Logging
 import Metrics
 import NIOCore
 import NIOHTTP1
+public import NIOSSL
 import Publishing
 import ServiceLifecycle
 import Synchronization
@@ -25,10 +26,12 @@ public struct WebhookConfiguration: Sendable {
     /// How long in-flight attempts may go on once shutdown starts; then they are cancelled (and sent again at the
     /// next start).
     public var shutdownGrace: Duration
+    /// TLS for https endpoints; nil: async-http-client's default (the system's trust roots, full verification).
+    public var tls: TLSConfiguration?
 
     public init(
         timeout: Duration = .seconds(10), attempts: Int = 8, allowPrivate: Bool = false, retryBase: Duration = .seconds(5),
-        concurrency: Int = 16, shutdownGrace: Duration = .seconds(20)
+        concurrency: Int = 16, shutdownGrace: Duration = .seconds(20), tls: TLSConfiguration? = nil
     ) {
         self.timeout = timeout
         self.attempts = attempts
@@ -36,6 +39,7 @@ public struct WebhookConfiguration: Sendable {
         self.retryBase = retryBase
         self.concurrency = concurrency
         self.shutdownGrace = shutdownGrace
+        self.tls = tls
     }
 
     /// The delay after the `attempt`-th failed attempt: `retryBase * 4^(attempt-1)`, ±20 %.
@@ -87,6 +91,7 @@ public final class WebhookDispatcher: Service, Sendable {
             timeout: .init(connect: .nanoseconds(configuration.timeout.nanoseconds)),
             decompression: .disabled)
         client.dnsOverride = dnsOverride
+        if let tls = configuration.tls { client.tlsConfiguration = tls }
         client.httpVersion = .http1Only
         return client
     }
