@@ -3,7 +3,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-webhooks verify-container clean
+.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-webhooks verify-container clean
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
 deps:
@@ -54,6 +54,10 @@ bench: deps
 ## GET /healthz under wrk, side by side with a plain C libmicrohttpd server.
 bench-healthz: deps
 	Benchmarks/healthz.sh
+
+## 1,000 idle Server-Sent Events streams (RSS, CPU) and the fan-out latency of a change to 100 of them (release build).
+bench-sse: release
+	python3 Benchmarks/sse.py
 
 ## Webhook deliveries a second to a local nginx that answers 204: a backlog, then live job endings (release build).
 bench-webhooks: release
