@@ -48,6 +48,7 @@ public final class JobChanges: Sendable {
         var nextToken: UInt64 = 0
         var observers: [@Sendable (JobChange) -> Void] = []
         var subscribers: [UInt64: AsyncStream<JobChange>.Continuation] = [:]
+        var deliveryObservers: [@Sendable () -> Void] = []
     }
     private let state = Mutex(State())
     private static let remembered = 10_000
@@ -74,6 +75,17 @@ public final class JobChanges: Sendable {
             _ = self?.state.withLock { $0.subscribers.removeValue(forKey: token) }
         }
         return stream
+    }
+
+    /// Calls `observer` after every transaction that wrote webhook deliveries (the outbox), on the thread that
+    /// committed it: it must be quick.
+    public func observeDeliveries(_ observer: @escaping @Sendable () -> Void) {
+        state.withLock { $0.deliveryObservers.append(observer) }
+    }
+
+    /// Announces that a committed transaction wrote webhook deliveries.
+    func publishDeliveries() {
+        for observer in state.withLock({ $0.deliveryObservers }) { observer() }
     }
 
     /// Announces bytes taken by the store to the subscribers alone: observers and long-polls wait for commits.
@@ -142,6 +154,8 @@ public final class JobChanges: Sendable {
 /// The jobs one write transaction changed: announced by ``Storage/write(_:)`` once it has committed.
 struct ChangedJobs {
     private(set) var ids: [JobID] = []
+    /// Whether the transaction wrote webhook deliveries (a job's end did).
+    var wroteDeliveries = false
 
     mutating func insert(_ id: JobID) {
         if !ids.contains(id) { ids.append(id) }
@@ -164,12 +178,13 @@ struct ChangedJobs {
 extension Storage {
     /// One write transaction; the jobs it changed are announced (``JobChanges``) once it has committed.
     func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) async throws -> T {
-        let (value, changes) = try await pool.write { db in
+        let (value, changes, wroteDeliveries) = try await pool.write { db in
             var changed = ChangedJobs()
             let value = try body(db, &changed)
-            return (value, try changed.read(db))
+            return (value, try changed.read(db), changed.wroteDeliveries)
         }
         self.changes.publish(changes)
+        if wroteDeliveries { self.changes.publishDeliveries() }
         return value
     }
 }

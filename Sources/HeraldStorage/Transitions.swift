@@ -188,7 +188,7 @@ enum Transitions {
             )
         }
         // A job that ends tells its webhooks in this same transaction: the outbox.
-        if step.job.isDone { try WebhookRepository.enqueue(db, jobID: jobID, postID: postID) }
+        if step.job.isDone, try WebhookRepository.enqueue(db, jobID: jobID, postID: postID) { changed.wroteDeliveries = true }
         changed.insert(jobID)
     }
 }

@@ -16,6 +16,24 @@ import Testing
 /// A raw answer: status, headers and the body's bytes as text.
 typealias RawAnswer = (status: HTTPResponseStatus, headers: HTTPHeaders, body: String)
 
+/// A one-day self-signed P-256 certificate for `name` (`subjectAltName` such as `IP:127.0.0.1` or `DNS:hooks.test`),
+/// made by openssl in `directory`: the PEM files' paths.
+func selfSignedCertificate(in directory: String, name: String, subjectAltName: String) throws -> (certificate: String, key: String) {
+    let certificate = "\(directory)/\(name)-cert.pem"
+    let key = "\(directory)/\(name)-key.pem"
+    let openssl = Process()
+    openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    openssl.arguments = [
+        "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=\(name)",
+        "-addext", "subjectAltName=\(subjectAltName)", "-keyout", key, "-out", certificate,
+    ]
+    openssl.standardError = FileHandle.nullDevice
+    try openssl.run()
+    openssl.waitUntilExit()
+    try #require(openssl.terminationStatus == 0, "openssl made the certificate")
+    return (certificate, key)
+}
+
 /// A request with an explicit key (nil: no `Authorization`), answered as text.
 func call(
     _ method: HTTPMethod, _ url: String, key: String?, contentType: String? = nil, headers: [(String, String)] = [], body: [UInt8]? = nil,
@@ -351,18 +369,7 @@ struct AccessTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-tls-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let certificate = "\(directory)/cert.pem"
-        let key = "\(directory)/key.pem"
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        openssl.arguments = [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", certificate,
-        ]
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        try #require(openssl.terminationStatus == 0, "openssl made the certificate")
+        let (certificate, key) = try selfSignedCertificate(in: directory, name: "127.0.0.1", subjectAltName: "IP:127.0.0.1")
 
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(certificate))

@@ -283,18 +283,7 @@ struct WebhookTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-hooks-tls-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let certificate = "\(directory)/cert.pem"
-        let key = "\(directory)/key.pem"
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        openssl.arguments = [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
-            "/CN=hooks.test", "-addext", "subjectAltName=DNS:hooks.test", "-keyout", key, "-out", certificate,
-        ]
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        try #require(openssl.terminationStatus == 0, "openssl made the certificate")
+        let (certificate, key) = try selfSignedCertificate(in: directory, name: "hooks.test", subjectAltName: "DNS:hooks.test")
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(certificate))
 

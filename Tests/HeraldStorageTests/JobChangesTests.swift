@@ -1,6 +1,8 @@
+import Foundation
 import GRDB
 import HeraldCore
 import HeraldStorage
+import Synchronization
 import Testing
 
 @Suite("Job changes come from the writes")
@@ -113,6 +115,35 @@ struct JobChangesTests {
             // A report for a job that is not running is dropped.
             fixture.jobs.reportBytes(jobID: jobID, mediaID: media[1], bytes: 70)
             #expect(try await fixture.jobs.find(id: jobID, tenant: .default)?.uploads.map(\.bytesSent) == [0, 0])
+        }
+    }
+
+    @Test("a job's end announces webhook deliveries only when its transaction wrote some (the outbox)")
+    func deliveriesAreAnnouncedWhenWritten() async throws {
+        try await withRepositoryFixture { fixture in
+            let announced = Mutex(0)
+            fixture.storage.changes.observeDeliveries { announced.withLock { $0 += 1 } }
+            let webhooks = WebhookRepository(fixture.storage)
+            let failures = Webhook(id: WebhookID.generate(), url: "https://hooks.example/h", events: [.jobFailed], createdAt: At.at(0))
+            try await webhooks.insert(failures, tenant: .default, secret: "whsec_c2VjcmV0")
+
+            // Cancelled: no endpoint takes job.cancelled, nothing written, nothing announced.
+            let first = try await fixture.create(text: "a", scheduledAt: At.at(100), at: At.at(0))
+            _ = try await fixture.jobs.requestCancel(id: first.job.id, tenant: .default, now: At.at(1))
+            #expect(announced.withLock { $0 } == 0)
+            #expect(try await fixture.int("SELECT count(*) FROM webhook_deliveries") == 0)
+
+            // Failed: one delivery, written with the job's end and announced once.
+            let second = try await fixture.create(text: "b", at: At.at(2))
+            _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(60), now: At.at(3))
+            let error = Job.Failure(code: .internal, message: "boom")
+            #expect(try await fixture.jobs.fail(jobID: second.job.id, runner: "a", error: error, now: At.at(4)) != .lostLease)
+            #expect(announced.withLock { $0 } == 1)
+            let pending = try await webhooks.due(now: .now(), excluding: [], limit: 10)
+            #expect(pending.count == 1 && pending.first?.webhookID == failures.id)
+            let body = try #require(try JSONSerialization.jsonObject(with: Data(pending[0].body)) as? [String: Any])
+            #expect(body["type"] as? String == "job.failed")
+            #expect(((body["data"] as? [String: Any])?["job"] as? [String: Any])?["id"] as? String == second.job.id.rawValue)
         }
     }
 

@@ -49,7 +49,7 @@ public struct WebhookConfiguration: Sendable {
     }
 }
 
-/// Sends the webhook deliveries the outbox holds: a `Service` that wakes when a job ends (a new delivery), when an
+/// Sends the webhook deliveries the outbox holds: a `Service` that wakes when a job's end wrote deliveries, when an
 /// attempt finishes, and when the next retry is due; never on a polling timer.
 ///
 /// Each attempt resolves the endpoint's host again and checks every address (``WebhookTarget``), then connects to
@@ -79,10 +79,8 @@ public final class WebhookDispatcher: Service, Sendable {
         self.logger = logger
         self.userAgent = "herald/\(version)"
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.clientConfiguration(configuration, dnsOverride: [:]))
-        changes.observe { [wake] change in
-            // A job's end may have written deliveries in its transaction.
-            if change.state.isDone { wake.fire() }
-        }
+        // A job's end wrote deliveries in its transaction (jobs of tenants without webhooks wake nothing).
+        changes.observeDeliveries { [wake] in wake.fire() }
     }
 
     private static func clientConfiguration(_ configuration: WebhookConfiguration, dnsOverride: [String: String]) -> HTTPClient.Configuration {
