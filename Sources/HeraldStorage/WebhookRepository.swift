@@ -18,7 +18,7 @@ public struct WebhookRepository: Sendable {
         try await pool.write { db in
             try db.run(
                 "INSERT INTO webhooks (id, tenant, url, events, secret, disabled, created_at) VALUES (?, ?, ?, ?, ?, 0, ?)",
-                [webhook.id, tenant.rawValue, webhook.url, Self.eventsJSON(webhook.events), secret, webhook.createdAt.rfc3339]
+                [webhook.id, tenant.rawValue, webhook.url, try Self.eventsJSON(webhook.events), secret, webhook.createdAt.rfc3339]
             )
         }
     }
@@ -214,18 +214,15 @@ public struct WebhookRepository: Sendable {
 
     // MARK: Rows
 
-    private static func eventsJSON(_ events: [WebhookEventType]) -> String {
-        "[" + events.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]"
+    /// The `events` column: a JSON array of the types' names.
+    private static func eventsJSON(_ events: [WebhookEventType]) throws -> String {
+        String(decoding: try JSONEncoder().encode(events), as: UTF8.self)
     }
 
     private static func webhook(_ row: Row) throws -> Webhook {
-        let text: String = row["events"]
-        // The column holds the JSON array this type wrote: `["job.succeeded","job.failed"]`.
-        let names = text.dropFirst().dropLast().split(separator: ",").map { String($0.dropFirst().dropLast()) }
-        let events = names.compactMap(WebhookEventType.init(rawValue:))
-        guard events.count == names.count, let createdAt = Timestamp(rfc3339: row["created_at"]) else {
-            throw UnreadableRow(table: "webhooks", id: row["id"])
-        }
+        guard let events = try? JSONDecoder().decode([WebhookEventType].self, from: Data((row["events"] as String).utf8)),
+            let createdAt = Timestamp(rfc3339: row["created_at"])
+        else { throw UnreadableRow(table: "webhooks", id: row["id"]) }
         return Webhook(id: row["id"], url: row["url"], events: events, disabled: (row["disabled"] as Int) != 0, createdAt: createdAt)
     }
 

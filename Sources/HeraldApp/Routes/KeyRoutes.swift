@@ -18,11 +18,7 @@ struct KeyRoutes {
 
     func register(in router: inout Router) {
         router.post("/v1/keys", maxBodySize: Self.maxBodyBytes) { request in
-            guard (request.head.headerFields[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
-                throw HTTPError(.unsupportedMediaType, detail: "send application/json: {\"name\", \"tenant\"?, \"scope\"?}")
-            }
-            let body = try await request.body.collect(upTo: Self.maxBodyBytes)
-            let draft = try Self.decode(body)
+            let draft: Draft = try await JSONRequest.decode(request, upTo: Self.maxBodyBytes, shape: Self.shape)
             let created: CreatedKey
             do throws(KeyError) {
                 created = try await service.create(name: draft.name, tenant: draft.tenant, scope: draft.scope)
@@ -36,8 +32,7 @@ struct KeyRoutes {
             return .json(created, status: .created, headerFields: [.location: "/v1/keys/\(created.key.id)", .cacheControl: "no-store"])
         }
         router.get("/v1/keys") { request in
-            if request.queryValue("state") != nil { throw HTTPError(.badRequest, detail: "keys have no state to filter by") }
-            let query = try ListParameters(request, states: NoState.self)
+            let query = try ListParameters(unfiltered: request, of: "keys")
             return .json(try await service.list(limit: query.limit, after: query.cursor))
         }
         router.delete("/v1/keys/{id}") { request in
@@ -47,24 +42,12 @@ struct KeyRoutes {
         }
     }
 
-    /// `{"name": string, "tenant"?: string, "scope"?: string}`; 400 for anything else.
+    /// What a key request looks like.
+    private static let shape = #"{"name": string, "tenant"?: string, "scope"?: "read"|"publish"|"admin"}"#
+
     private struct Draft: Decodable {
         var name: String
         var tenant: String?
         var scope: String?
     }
-
-    private static func decode(_ body: [UInt8]) throws -> Draft {
-        if let problem = JSONSyntax.problem(in: body) { throw HTTPError(.badRequest, detail: "the body is not JSON: \(problem)") }
-        do {
-            return try JSONDecoder().decode(Draft.self, from: Data(body))
-        } catch {
-            throw HTTPError(.badRequest, detail: "send {\"name\": string, \"tenant\"?: string, \"scope\"?: \"read\"|\"publish\"|\"admin\"}")
-        }
-    }
-}
-
-/// Keys have no `?state=` (refused before ``ListParameters`` looks): the list's state type, never used.
-enum NoState: String, CaseIterable, Sendable {
-    case none
 }

@@ -32,3 +32,16 @@ struct ListParameters<State: RawRepresentable & CaseIterable & Sendable>: Sendab
         }
     }
 }
+
+extension ListParameters where State == NoState {
+    /// A list without a `state` filter (keys, webhooks, deliveries): `?state=` is a 400 naming what is listed.
+    init(unfiltered request: Request, of things: String) throws {
+        if request.queryValue("state") != nil { throw HTTPError(.badRequest, detail: "\(things) have no state to filter by") }
+        try self.init(request, states: NoState.self)
+    }
+}
+
+/// The state type of a list with no `state` filter (refused before ``ListParameters`` looks): never used.
+enum NoState: String, CaseIterable, Sendable {
+    case none
+}

@@ -22,18 +22,14 @@ struct WebhookRoutes {
 
     func register(in router: inout Router) {
         router.post("/v1/webhooks", maxBodySize: Self.maxBodyBytes) { request in
-            guard (request.head.headerFields[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
-                throw HTTPError.unsupportedType("application/json: {\"url\", \"events\"?}")
-            }
-            let draft = try Self.decode(try await request.body.collect(upTo: Self.maxBodyBytes))
+            let draft: Draft = try await JSONRequest.decode(request, upTo: Self.maxBodyBytes, shape: Self.shape)
             let created = try await create(draft, tenant: try request.caller().tenant)
             return .json(
                 created, status: .created,
                 headerFields: [.location: "/v1/webhooks/\(created.webhook.id)", .cacheControl: "no-store"])
         }
         router.get("/v1/webhooks") { request in
-            if request.queryValue("state") != nil { throw HTTPError(.badRequest, detail: "webhooks have no state to filter by") }
-            let query = try ListParameters(request, states: NoState.self)
+            let query = try ListParameters(unfiltered: request, of: "webhooks")
             return .json(try await webhooks.list(tenant: try request.caller().tenant, limit: query.limit, after: query.cursor))
         }
         router.get("/v1/webhooks/{id}") { request in
@@ -50,8 +46,7 @@ struct WebhookRoutes {
         }
         router.get("/v1/webhooks/{id}/deliveries") { request in
             let id = try request.parameters.require("id")
-            if request.queryValue("state") != nil { throw HTTPError(.badRequest, detail: "deliveries have no state to filter by") }
-            let query = try ListParameters(request, states: NoState.self)
+            let query = try ListParameters(unfiltered: request, of: "deliveries")
             guard let webhookID = WebhookID(validating: id),
                 let page = try await webhooks.deliveries(of: webhookID, tenant: try request.caller().tenant, limit: query.limit, after: query.cursor)
             else { throw HTTPError.unknown("webhook", id) }
@@ -105,18 +100,11 @@ struct WebhookRoutes {
         return CreatedWebhook(webhook: webhook, secret: secret)
     }
 
-    /// `{"url": string, "events"?: [string]}`; 400 for anything else.
+    /// What a webhook request looks like.
+    private static let shape = #"{"url": string, "events"?: ["job.succeeded"|"job.failed"|"job.cancelled"]}"#
+
     private struct Draft: Decodable {
         var url: String
         var events: [String]?
-    }
-
-    private static func decode(_ body: [UInt8]) throws -> Draft {
-        if let problem = JSONSyntax.problem(in: body) { throw HTTPError(.badRequest, detail: "the body is not JSON: \(problem)") }
-        do {
-            return try JSONDecoder().decode(Draft.self, from: Data(body))
-        } catch {
-            throw HTTPError(.badRequest, detail: "send {\"url\": string, \"events\"?: [\"job.succeeded\"|\"job.failed\"|\"job.cancelled\"]}")
-        }
     }
 }

@@ -86,7 +86,7 @@ public final class WebhookDispatcher: Service, Sendable {
     private static func clientConfiguration(_ configuration: WebhookConfiguration, dnsOverride: [String: String]) -> HTTPClient.Configuration {
         var client = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
-            timeout: .init(connect: .nanoseconds(configuration.timeout.nanoseconds)),
+            timeout: .init(connect: TimeAmount(configuration.timeout)),
             decompression: .disabled)
         client.dnsOverride = dnsOverride
         if let tls = configuration.tls { client.tlsConfiguration = tls }
@@ -238,7 +238,7 @@ public final class WebhookDispatcher: Service, Sendable {
 
     /// The answer's status, within the timeout; the body is read and dropped (up to 64 KiB).
     private func execute(_ request: HTTPClientRequest, target: WebhookTarget) async throws -> Int {
-        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
         if target.scheme == "http" {
             return try await Self.status(of: try await client.execute(request, deadline: deadline, logger: logger))
         }

@@ -50,7 +50,7 @@ public struct S3MediaStore: MediaStore, Service {
         client.decompression = .disabled
         client.redirectConfiguration = .disallow
         client.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnections)
-        client.timeout = .init(connect: .nanoseconds(connectTimeout.nanoseconds))
+        client.timeout = .init(connect: TimeAmount(connectTimeout))
         self.client = HTTPClient(
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             configuration: client,
@@ -226,7 +226,7 @@ public struct S3MediaStore: MediaStore, Service {
         let target = "\(operation) s3://\(configuration.bucket)/\(key ?? "")"
         do {
             // Without a timeout of its own, a request is bounded by its caller (the job's --upload-timeout).
-            let deadline = timeout.map { NIODeadline.now() + .nanoseconds($0.nanoseconds) } ?? .distantFuture
+            let deadline = timeout.map { NIODeadline.now() + TimeAmount($0) } ?? .distantFuture
             let response = try await client.execute(request, deadline: deadline, logger: logger)
             let status = Int(response.status.code)
             var errorBody = ByteBuffer()
@@ -347,14 +347,5 @@ private final class BucketState: Sendable {
             case .unreachable(let problem): return problem
             }
         }
-    }
-}
-
-extension Duration {
-    /// The duration in whole nanoseconds (saturating), for NIO's `TimeAmount`.
-    public var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : whole + attoseconds / 1_000_000_000
     }
 }
