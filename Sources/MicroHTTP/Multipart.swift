@@ -46,6 +46,8 @@ public struct MultipartReader: AsyncSequence, Sendable {
         public mutating func next() async throws -> MultipartEvent? {
             while true {
                 if let event = parser.popEvent() { return event }
+                // A limit passed is reported after the events before it, which the handler may refuse first.
+                if let failure = parser.failure { throw failure }
                 if finished { return nil }
                 if let chunk = try await body.next() {
                     try parser.feed(chunk)
@@ -69,7 +71,8 @@ final class MultipartParser: @unchecked Sendable {
     private var current: (name: String, filename: String?, contentType: String?)?
     private var currentSize = 0
     private var parts = 0
-    private var failure: HTTPError?
+    /// The limit the body passed; thrown once the events before it are taken.
+    private(set) var failure: HTTPError?
 
     /// A parser for the connection's body, or `nil` when its content type is not `multipart/form-data`.
     static func make(for connection: OpaquePointer) -> MultipartParser? {
@@ -96,19 +99,18 @@ final class MultipartParser: @unchecked Sendable {
     }
 
     func feed(_ chunk: [UInt8]) throws {
-        guard let processor else { return }
+        guard let processor, failure == nil else { return }
         let result = chunk.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { MHD_post_process(processor, $0.baseAddress, $0.count) }
         }
-        if let failure { throw failure }
-        if result != .YES { throw HTTPError(.badRequest, detail: "malformed multipart/form-data body") }
+        if failure == nil, result != .YES { throw HTTPError(.badRequest, detail: "malformed multipart/form-data body") }
     }
 
     func finish() throws {
         guard let processor else { return }
         self.processor = nil
         let result = MHD_destroy_post_processor(processor)
-        if let failure { throw failure }
+        if failure != nil { return }
         if result != .YES { throw HTTPError(.badRequest, detail: "incomplete multipart/form-data body") }
         if current != nil { events.append(.partEnd) }
         current = nil

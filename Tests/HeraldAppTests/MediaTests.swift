@@ -106,6 +106,28 @@ struct MediaTests {
                 ("a form without a file", form, multipart([("description", nil, nil, Array("x".utf8))]), .badRequest),
                 ("a form file of another type", form, multipart([("file", "a.txt", "text/plain", Array("x".utf8))]), .unsupportedMediaType),
                 ("a form with an unknown part", form, multipart([("other", nil, nil, Array("x".utf8))]), .badRequest),
+                (
+                    "a form with an unknown part after both known ones", form,
+                    multipart([
+                        ("description", nil, nil, Array("x".utf8)), ("file", "a.png", "image/png", pngBytes.prefix(100).map { $0 }),
+                        ("other", nil, nil, Array("x".utf8)),
+                    ]), .badRequest
+                ),
+                (
+                    "a form with two descriptions", form,
+                    multipart([
+                        ("description", nil, nil, Array("x".utf8)), ("description", nil, nil, Array("y".utf8)),
+                        ("file", "a.png", "image/png", pngBytes.prefix(100).map { $0 }),
+                    ]), .badRequest
+                ),
+                (
+                    "a form with two files", form,
+                    multipart([
+                        ("file", "a.png", "image/png", pngBytes.prefix(100).map { $0 }),
+                        ("file", "b.png", "image/png", pngBytes.prefix(100).map { $0 }),
+                    ]),
+                    .badRequest
+                ),
             ]
             for (name, type, body, expected) in cases {
                 let answer = try await send(.POST, "\(base)/v1/media", contentType: type, body: body)

@@ -264,6 +264,7 @@ struct ServerTests {
             var size = 0
             for try await event in try request.body.multipart(limits: MultipartLimits(maxParts: 4, maxFieldSize: 100, maxFileSize: 1 << 20)) {
                 switch event {
+                case .partStart("reject", _, _): throw HTTPError(.badRequest, detail: "the part named reject")
                 case .partStart(let name, let filename, let type): summary.append("\(name):\(filename ?? "-"):\(type ?? "-")")
                 case .data(let bytes): size += bytes.count
                 case .partEnd: summary.append("end")
@@ -289,6 +290,12 @@ struct ServerTests {
             request.body = .bytes(ByteBuffer(string: tooMany))
             let rejected = try await httpClient.execute(request, timeout: .seconds(10))
             #expect(rejected.status == .payloadTooLarge)
+
+            // The parts before the one over the limit reach the handler first, even when one chunk holds them all:
+            // here the handler refuses the first part, so that is the answer, not the part count.
+            request.body = .bytes(ByteBuffer(string: "--XyZ\r\nContent-Disposition: form-data; name=\"reject\"\r\n\r\nv\r\n" + tooMany))
+            let refusedFirst = try await httpClient.execute(request, timeout: .seconds(10))
+            #expect(refusedFirst.status == .badRequest)
         }
     }
 

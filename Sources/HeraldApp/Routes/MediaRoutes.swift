@@ -89,10 +89,13 @@ struct MediaRoutes {
 
     /// A form with one `file` part (its own `Content-Type` names the media type) and an optional `description`.
     private func uploadForm(_ request: Request, id: MediaID, description: String?) async throws -> (MediaType, StagingArea.Staged, String?) {
-        let limits = MultipartLimits(maxParts: 2, maxFieldSize: Self.maxDescriptionLength * 4, maxFileSize: maxMediaBytes)
+        // Room for one part too many, so that a third part is answered as what it is (an unexpected part, 400)
+        // rather than as a body too large.
+        let limits = MultipartLimits(maxParts: 3, maxFieldSize: Self.maxDescriptionLength * 4, maxFileSize: maxMediaBytes)
         let parts = PartCursor(try request.body.multipart(limits: limits))
         var file: (MediaType, StagingArea.Staged)?
         var description = description
+        var formDescription = false
         do {
             while let event = try await parts.next() {
                 guard case .partStart(let name, let filename, let partType) = event else { continue }
@@ -102,12 +105,13 @@ struct MediaRoutes {
                         throw HTTPError.unsupportedType(partType ?? "none")
                     }
                     file = (type, try await stage(PartBytes(parts: parts), id: id, type: type))
-                case "description" where filename == nil:
+                case "description" where filename == nil && !formDescription:
+                    formDescription = true
                     var bytes: [UInt8] = []
                     for try await chunk in PartBytes(parts: parts) { bytes += chunk }
                     description = String(decoding: bytes, as: UTF8.self)
                 default:
-                    throw HTTPError(.badRequest, detail: "unexpected form part '\(name)': send one file part 'file' and an optional 'description'")
+                    throw HTTPError(.badRequest, detail: "unexpected form part '\(name)': send one file part 'file' and at most one 'description'")
                 }
             }
         } catch {
