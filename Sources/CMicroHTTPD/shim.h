@@ -18,6 +18,7 @@ static inline struct MHD_Daemon *herald_start_daemon(
     const struct sockaddr *address,
     MHD_AccessHandlerCallback handler,
     MHD_RequestCompletedCallback completed,
+    MHD_NotifyConnectionCallback connections,
     herald_uri_callback target,
     MHD_LogCallback logger,
     void *context,
@@ -28,6 +29,7 @@ static inline struct MHD_Daemon *herald_start_daemon(
                             MHD_OPTION_EXTERNAL_LOGGER, logger, context,
                             MHD_OPTION_SOCK_ADDR, address,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, context,
+                            MHD_OPTION_NOTIFY_CONNECTION, connections, context,
                             MHD_OPTION_URI_LOG_CALLBACK, target, context,
                             MHD_OPTION_ARRAY, options,
                             MHD_OPTION_END);
@@ -45,6 +47,13 @@ static inline const struct sockaddr *herald_client_address(struct MHD_Connection
 {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     return info == NULL ? NULL : info->client_addr;
+}
+
+/// Wraps the variadic `MHD_get_connection_info` for the connection's socket (-1 if unknown).
+static inline int herald_connection_socket(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
 }
 
 /// Whether this libmicrohttpd was built with TLS (Debian's is, with GnuTLS).

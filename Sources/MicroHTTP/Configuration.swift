@@ -8,11 +8,13 @@ public struct ServerConfiguration: Sendable {
     public var port: Int
     /// libmicrohttpd polling threads, each with its own epoll set.
     public var threads: Int
-    /// Connections open at once; more are refused at accept.
+    /// Connections open at once. A new one past the limit closes the connection that has waited longest for a
+    /// request head (or itself, when every other is in a request).
     public var connectionLimit: Int
     /// Connections open at once from one client address.
     public var perIPConnectionLimit: Int
-    /// Idle seconds after which a connection is closed (not counted while a handler runs).
+    /// Idle seconds after which a connection is closed (not counted while a handler runs); also the time a
+    /// connection has to send a whole request head, however slowly its bytes trickle in.
     public var connectionTimeout: Int
     /// Request body limit for routes that do not declare their own.
     public var maxBodySize: Int
@@ -43,6 +45,9 @@ public struct ServerConfiguration: Sendable {
             self.privateKey = privateKey
         }
     }
+
+    /// libmicrohttpd's own limit: room above ``connectionLimit`` for the connections being closed to make room.
+    var acceptLimit: Int { connectionLimit + max(16, connectionLimit / 8) }
 
     public init(
         host: String = "127.0.0.1",

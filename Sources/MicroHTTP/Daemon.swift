@@ -20,6 +20,8 @@ final class Daemon: Sendable {
     let router: Router
     let configuration: ServerConfiguration
     let logger: Logger
+    /// The open connections: head deadlines, and room made when the limit is reached.
+    let connections: ConnectionTable
     private let live = Mutex(Live())
     /// Read by every response (`Connection: close` once set): an atomic, not the lock the C thread takes.
     private let draining = Atomic(false)
@@ -41,6 +43,7 @@ final class Daemon: Sendable {
         self.router = router
         self.configuration = configuration
         self.logger = logger
+        connections = ConnectionTable(limit: configuration.connectionLimit, headTimeout: .seconds(configuration.connectionTimeout))
         let pems: [String] = configuration.tls.map { [$0.privateKey, $0.certificateChain] } ?? []
         tlsMemory = pems.map { UInt(bitPattern: strdup($0)) }
     }
@@ -56,7 +59,9 @@ final class Daemon: Sendable {
         var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
         if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
         var options: [MHD_OptionItem] = [
-            MHD_OptionItem(option: MHD_OPTION.CONNECTION_LIMIT, value: configuration.connectionLimit, ptr_value: nil),
+            // Above the table's limit: libmicrohttpd stops accepting at its own, leaving new clients in the backlog
+            // behind idle connections, where the table makes room instead (see ConnectionTable).
+            MHD_OptionItem(option: MHD_OPTION.CONNECTION_LIMIT, value: configuration.acceptLimit, ptr_value: nil),
             MHD_OptionItem(option: MHD_OPTION.PER_IP_CONNECTION_LIMIT, value: configuration.perIPConnectionLimit, ptr_value: nil),
             MHD_OptionItem(option: MHD_OPTION.CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
             MHD_OptionItem(option: MHD_OPTION.CONNECTION_MEMORY_LIMIT, value: configuration.connectionMemoryLimit, ptr_value: nil),
@@ -78,7 +83,9 @@ final class Daemon: Sendable {
         options.append(MHD_OptionItem(option: MHD_OPTION.END, value: 0, ptr_value: nil))
         let context = Unmanaged.passUnretained(daemon).toOpaque()
         let handle = address.withSockaddr { sockaddr in
-            herald_start_daemon(flags, sockaddr, Daemon.access, Daemon.completed, Daemon.inspectTarget, Daemon.log, context, &options)
+            herald_start_daemon(
+                flags, sockaddr, Daemon.access, Daemon.completed, Daemon.connectionChanged, Daemon.inspectTarget, Daemon.log, context,
+                &options)
         }
         guard let handle else {
             let tls = configuration.tls == nil ? "" : " with TLS (is the certificate and key pair valid? libmicrohttpd logged why)"
@@ -203,6 +210,7 @@ final class Daemon: Sendable {
     ) -> MHD_Result {
         // The request's duration, in the log and the metrics, counts from here: the handler's work included.
         let started = ContinuousClock.now
+        connections.requestStarted(pointer)
         var head = Head()
         withUnsafeMutablePointer(to: &head) { headPointer in
             _ = MHD_get_connection_values_n(pointer, .HEADER_KIND, Daemon.collectHeader, headPointer)
@@ -476,13 +484,26 @@ final class Daemon: Sendable {
         return exchange.requestCompleted() ? .YES : .NO
     }
 
-    private static let completed: MHD_RequestCompletedCallback = { context, _, slot, termination in
-        guard context != nil, let slot, let held = slot.pointee else { return }
+    private static let completed: MHD_RequestCompletedCallback = { context, connection, slot, termination in
+        guard let context else { return }
+        if let connection { Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue().connections.requestEnded(connection) }
+        guard let slot, let held = slot.pointee else { return }
         slot.pointee = nil
         // A request that ended before its first access call may hold `inspectTarget`'s marker: nothing to release.
         guard TargetProblem(marker: held) == nil else { return }
         // A held answer the connection closed before sending is just released.
         (Unmanaged<AnyObject>.fromOpaque(held).takeRetainedValue() as? Exchange)?.connectionClosed(termination)
+    }
+
+    /// A connection opened or closed: kept in the connection table.
+    private static let connectionChanged: MHD_NotifyConnectionCallback = { context, connection, _, change in
+        guard let context, let connection else { return }
+        let table = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue().connections
+        switch change {
+        case .CONNECTION_NOTIFY_STARTED: table.opened(connection, descriptor: herald_connection_socket(connection))
+        case .CONNECTION_NOTIFY_CLOSED: table.closed(connection)
+        default: break
+        }
     }
 
     /// Checks the raw request target before libmicrohttpd decodes it (see ``TargetProblem``).

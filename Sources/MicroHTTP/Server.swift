@@ -45,8 +45,12 @@ public actor Server: Service {
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         logger.notice("listening on \(configuration.tls == nil ? "http" : "https")://\(host):\(daemon.port)")
         await onListening(daemon.port)
-        // Returns on graceful shutdown; throws when cancelled, and then in-flight handlers are cancelled too.
-        try? await gracefulShutdown()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await daemon.connections.closeOverdueUntilCancelled() }
+            // Returns on graceful shutdown; throws when cancelled, and then in-flight handlers are cancelled too.
+            try? await gracefulShutdown()
+            group.cancelAll()
+        }
         logger.info("stopping: no new connections; waiting for requests in flight")
         await daemon.shutdown()
         state = .stopped

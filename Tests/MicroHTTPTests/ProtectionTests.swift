@@ -124,6 +124,43 @@ struct ProtectionTests {
         }
     }
 
+    @Test func aHeadTrickledInIsCutOffAtTheConnectionTimeout() async throws {
+        var router = Router()
+        router.get("/hello") { _ in .text("hello") }
+        var configuration = ServerConfiguration()
+        configuration.connectionTimeout = 1
+        try await withLiveServer(router, configuration: configuration) { port, _ in
+            // A byte every 200 ms restarts libmicrohttpd's idle timeout each time; the head is never finished.
+            let head = Array("GET /hello HTTP/1.1\r\nHost: localhost\r\nX-Slow: ".utf8) + Array(repeating: UInt8(ascii: "s"), count: 40)
+            let sent = try await trickle(port: port, head, every: .milliseconds(200))
+            // Cut off about 1 s in (5 bytes), surely before 3 s (15): not after the 80 bytes' 16 s.
+            #expect(sent < 15, "the server let \(sent) bytes of an unfinished head trickle in")
+        }
+    }
+
+    @Test func aFullTableMakesRoomForANewClientByClosingAnIdleConnection() async throws {
+        var router = Router()
+        router.get("/hello") { _ in .text("hello") }
+        var configuration = ServerConfiguration()
+        configuration.connectionLimit = 4
+        configuration.connectionTimeout = 30
+        try await withLiveServer(router, configuration: configuration) { port, _ in
+            // Four keep-alive connections, answered once and then idle: the table is full.
+            let idle = try (0..<4).map { _ in try connectedSocket(port: port) }
+            defer { idle.forEach { close($0) } }
+            for socket in idle {
+                let answer = try exchange(on: socket, "GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n", until: "hello")
+                #expect(answer.hasPrefix("HTTP/1.1 200"))
+            }
+            // A new client is answered at once, not after an idle connection's 30 s timeout (its reads give up at 5 s).
+            let answer = try await rawExchange(port: port, "GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
+            // The connection that waited longest for a head made the room: the first one.
+            var byte: UInt8 = 0
+            #expect(recv(idle[0], &byte, 1, 0) == 0)
+        }
+    }
+
     @Test func theAccessLogNamesTheClient() async throws {
         var router = Router()
         router.get("/now", immediate: { _ in .text("now") }) { _ in .text("later") }

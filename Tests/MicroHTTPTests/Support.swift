@@ -78,7 +78,7 @@ private func blockingExchange(port: Int, _ bytes: [UInt8]) throws -> String {
 }
 
 /// A blocking TCP socket connected to 127.0.0.1:`port`, reads timing out after 5 s; `receiveBuffer` sets `SO_RCVBUF`.
-private func connectedSocket(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
+func connectedSocket(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw SocketError(call: "socket") }
     var timeout = timeval(tv_sec: 5, tv_usec: 0)
@@ -146,6 +146,39 @@ func slowRawRead(port: Int, _ text: String, progress: @escaping @Sendable (Int) 
         let split = bodyStart ?? received.count
         return (String(decoding: received[..<split], as: UTF8.self), Array(received[split...]))
     }
+}
+
+/// Sends `bytes` one at a time, `every` apart, until all are sent or the server closes; returns how many were sent.
+///
+/// A slow client (slowloris): the pacing is the scenario, not a wait for an event.
+func trickle(port: Int, _ bytes: [UInt8], every interval: Duration) async throws -> Int {
+    try await onThread {
+        let fd = try connectedSocket(port: port)
+        defer { close(fd) }
+        let pause = useconds_t(interval.components.seconds * 1_000_000 + interval.components.attoseconds / 1_000_000_000_000)
+        for (index, byte) in bytes.enumerated() {
+            var scratch: UInt8 = 0
+            // The server closed: the read sees the end of the stream (or a reset).
+            if recv(fd, &scratch, 1, Int32(MSG_DONTWAIT)) == 0 || errno == ECONNRESET { return index }
+            var value = byte
+            guard send(fd, &value, 1, Int32(MSG_NOSIGNAL)) == 1 else { return index }
+            usleep(pause)
+        }
+        return bytes.count
+    }
+}
+
+/// Sends `text` on a connected blocking socket and reads until `marker` arrives (or the server closes, or 5 s pass).
+func exchange(on fd: Int32, _ text: String, until marker: String) throws -> String {
+    _ = Array(text.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while !String(decoding: received, as: UTF8.self).contains(marker) {
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n <= 0 { break }
+        received.append(contentsOf: buffer[0..<n])
+    }
+    return String(decoding: received, as: UTF8.self)
 }
 
 /// Runs blocking socket code on a thread of its own, off the cooperative pool.

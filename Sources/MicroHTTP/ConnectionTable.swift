@@ -1,0 +1,135 @@
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Every connection libmicrohttpd holds, and whether it is waiting for a request head: the guards libmicrohttpd
+/// 0.9.75 lacks against clients that hold connections without making requests.
+///
+/// - A head must arrive whole within the timeout of the moment the connection began waiting for it (opened, or
+///   its previous request done). libmicrohttpd's own timeout restarts at every byte, so a client sending its head
+///   a byte a second (slowloris) would hold the connection for ever.
+/// - When a new connection makes the table pass its limit, one waiting for a head is closed to make room (as nginx
+///   closes idle keep-alive connections when it runs out): a well-behaved client is answered at once, rather than
+///   queued behind idle ones in the kernel's backlog, which libmicrohttpd stops accepting from at its own limit.
+///   The one closed is the connection that has waited longest among those that never sent a request (a flood of
+///   idle connections churns among itself), else the longest-idle keep-alive one; with every connection in a
+///   request, the new one itself.
+///
+/// A connection is closed with `shutdown(2)`: libmicrohttpd sees the end of the stream on its thread and closes
+/// it the usual way. The lock is held around `shutdown`, and libmicrohttpd reports a connection closed (which
+/// takes the lock) before it closes the descriptor, so a descriptor is never shut after its number was reused.
+final class ConnectionTable: Sendable {
+    private struct Entry {
+        let descriptor: Int32
+        /// Since when the connection has waited for a request head; nil while a request is under way.
+        var waitingSince: ContinuousClock.Instant?
+        /// Whether a request ever came: kept-alive clients are closed only after connections that never asked anything.
+        var served = false
+        /// Shut down already: no longer counted, waiting for libmicrohttpd to report it closed.
+        var closing = false
+    }
+
+    private struct State {
+        var entries: [UInt: Entry] = [:]
+        var open = 0
+        var closedWaiting = 0
+        var evicted = 0
+    }
+
+    /// Connections open at once, beyond which one is closed.
+    let limit: Int
+    /// How long a connection may wait for a whole request head.
+    let headTimeout: Duration
+    private let state = Mutex(State())
+
+    init(limit: Int, headTimeout: Duration) {
+        self.limit = limit
+        self.headTimeout = headTimeout
+    }
+
+    /// Open connections (those already shut down not counted).
+    var count: Int { state.withLock { $0.open } }
+
+    /// Connections closed so far because they waited too long for a head, and to make room for new ones.
+    var closedCounts: (waiting: Int, evicted: Int) { state.withLock { ($0.closedWaiting, $0.evicted) } }
+
+    /// A new connection, waiting for its first head; closes one if the table is now over its limit.
+    func opened(_ connection: OpaquePointer, descriptor: Int32, now: ContinuousClock.Instant = .now) {
+        state.withLock { state in
+            state.entries[key(connection)] = Entry(descriptor: descriptor, waitingSince: now)
+            state.open += 1
+            guard state.open > limit else { return }
+            // Never served before kept alive, then the longest waiting: the new connection only when no other waits.
+            let new = key(connection)
+            var victim: (key: UInt, served: Bool, since: ContinuousClock.Instant)?
+            for (key, entry) in state.entries where key != new && !entry.closing {
+                guard let since = entry.waitingSince else { continue }
+                if let chosen = victim, (entry.served ? 1 : 0, since) >= (chosen.served ? 1 : 0, chosen.since) { continue }
+                victim = (key, entry.served, since)
+            }
+            close(victim?.key ?? new, in: &state)
+            state.evicted += 1
+        }
+    }
+
+    /// Its head arrived: no deadline while the request is under way.
+    func requestStarted(_ connection: OpaquePointer) {
+        state.withLock { state in
+            state.entries[key(connection)]?.waitingSince = nil
+            state.entries[key(connection)]?.served = true
+        }
+    }
+
+    /// Its request is done: the connection waits for the next head (keep-alive) from now.
+    func requestEnded(_ connection: OpaquePointer, now: ContinuousClock.Instant = .now) {
+        state.withLock { $0.entries[key(connection)]?.waitingSince = now }
+    }
+
+    /// libmicrohttpd closed it (and will close its descriptor next).
+    func closed(_ connection: OpaquePointer) {
+        state.withLock { state in
+            guard let entry = state.entries.removeValue(forKey: key(connection)) else { return }
+            if !entry.closing { state.open -= 1 }
+        }
+    }
+
+    /// Closes the connections whose head is overdue; returns how long until the next one could be.
+    func closeOverdue(now: ContinuousClock.Instant = .now) -> Duration {
+        state.withLock { state in
+            var next = headTimeout
+            for (key, entry) in state.entries where !entry.closing {
+                guard let since = entry.waitingSince else { continue }
+                let deadline = since + headTimeout
+                if deadline <= now {
+                    close(key, in: &state)
+                    state.closedWaiting += 1
+                } else {
+                    next = min(next, deadline - now)
+                }
+            }
+            return next
+        }
+    }
+
+    /// Closes connections whose head is overdue until cancelled, waking when the next one falls due.
+    func closeOverdueUntilCancelled() async {
+        while !Task.isCancelled {
+            // At least 50 ms apart: a burst of deadlines is handled in one pass.
+            let wait = max(closeOverdue(), .milliseconds(50))
+            try? await Task.sleep(for: wait)
+        }
+    }
+
+    private func close(_ key: UInt, in state: inout State) {
+        guard let descriptor = state.entries[key]?.descriptor else { return }
+        state.entries[key]?.closing = true
+        state.open -= 1
+        shutdown(descriptor, Int32(SHUT_RDWR))
+    }
+
+    private func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
+}
