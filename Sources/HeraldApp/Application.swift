@@ -18,11 +18,13 @@ public struct Application: Sendable {
     public let runner: JobRunner
     /// Sends the webhook deliveries job endings write.
     public let dispatcher: WebhookDispatcher
+    /// Deletes what failed and cancelled jobs left in the store (the durable second pass).
+    public let cleaner: ObjectCleaner
     /// Where published media go: the one `--store` names, or the one the caller gave.
     public let store: any MediaStore
     /// In start order; a `ServiceGroup` shuts them down in reverse: readiness, the server, the runner, the webhook
     /// dispatcher (after the runner: the jobs that end during its grace still make deliveries), the sweeper, the key-use
-    /// writer, then the store (S3 only).
+    /// writer, the object clean-up (after the runner, whose uploads wait for its DELETEs), then the store (S3 only).
     public let services: [any Service]
     /// The `initial-admin` key made at this start because the database held no key (`--auth keys`): the caller
     /// prints it once. nil otherwise.
@@ -65,9 +67,11 @@ public struct Application: Sendable {
         }
         // Made last of what can fail: an S3 store owns an HTTP client, which must be shut down once made.
         let store = try store ?? makeStore(configuration, logger: logger)
+        let cleaner = ObjectCleaner(deletions: ObjectDeletionRepository(storage), store: store, logger: logger)
         let runner = JobRunner(
             jobs: JobRepository(storage),
             store: store,
+            cleaner: cleaner,
             changes: storage.changes,
             configuration: RunnerConfiguration(
                 workers: configuration.workers,
@@ -158,8 +162,9 @@ public struct Application: Sendable {
             server: server,
             runner: runner,
             dispatcher: dispatcher,
+            cleaner: cleaner,
             store: store,
-            services: storeServices + [authenticator, sweeper, dispatcher, runner, server, readiness],
+            services: storeServices + [cleaner, authenticator, sweeper, dispatcher, runner, server, readiness],
             initialKey: initialKey,
             lock: lock,
             events: events,

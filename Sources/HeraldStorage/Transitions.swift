@@ -39,6 +39,8 @@ enum Transitions {
     static func republish(_ db: Database, postID: PostID, priority: Priority, jobID: JobID, now: Timestamp, changed: inout ChangedJobs) throws {
         try insertJob(db, .enqueue, jobID: jobID, postID: postID, priority: priority, runAt: now, now: now)
         try db.run("UPDATE posts SET state = ?, published_at = NULL, job_id = ? WHERE id = ?", [Transition.enqueue.post.rawValue, jobID, postID])
+        // Its objects are wanted again (the new job waits for a DELETE already under way: see ObjectCleaner).
+        try ObjectDeletionRepository.cancel(db, postID: postID)
         changed.insert(jobID)
     }
 
@@ -97,6 +99,8 @@ enum Transitions {
             set: "\(cancelRequested)finished_at = ?, \(Self.unlocked), error_code = ?, error_message = ?, error_media_id = ?",
             [now.rfc3339, error.code.rawValue, error.message, error.mediaID], changed: &changed
         )
+        // What the job may have stored is deleted again later, durably: the outbox of the store's clean-up.
+        try ObjectDeletionRepository.enqueue(db, postID: postID, now: now)
     }
 
     /// A running job back in the queue, to run again from the start; `clearCancel` forgets a cancel request.

@@ -18,6 +18,8 @@ struct Execution: Sendable {
     let control: JobControl
     let jobs: JobRepository
     let store: any MediaStore
+    /// The durable clean-up, whose DELETE of a key an upload of it waits for; nil where none runs (some tests).
+    let cleaner: ObjectCleaner?
     let configuration: RunnerConfiguration
     let runnerID: String
     let logger: Logger
@@ -109,6 +111,8 @@ struct Execution: Sendable {
         )
         var attempts = media.attempts
         var tries = 0
+        // A re-published post's objects may be being deleted (the clean-up of its previous job): after that DELETE.
+        await cleaner?.settled(key: object.key)
         while true {
             try Task.checkCancellation()
             attempts += 1

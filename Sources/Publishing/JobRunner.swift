@@ -66,6 +66,7 @@ public struct RunnerConfiguration: Sendable {
 public actor JobRunner: Service {
     private let jobs: JobRepository
     private let store: any MediaStore
+    private let cleaner: ObjectCleaner?
     private let configuration: RunnerConfiguration
     private let logger: Logger
     /// This process's name in `jobs.locked_by`.
@@ -79,9 +80,14 @@ public actor JobRunner: Service {
 
     /// - Parameter changes: the committed job changes; the runner wakes for a queued or newly scheduled job and stops
     ///   a job whose cancel was requested, whoever wrote the change.
-    public init(jobs: JobRepository, store: any MediaStore, changes: JobChanges, configuration: RunnerConfiguration, logger: Logger) {
+    ///   - cleaner: the durable clean-up of failed and cancelled jobs' objects, whose DELETEs new uploads wait for.
+    public init(
+        jobs: JobRepository, store: any MediaStore, cleaner: ObjectCleaner? = nil, changes: JobChanges, configuration: RunnerConfiguration,
+        logger: Logger
+    ) {
         self.jobs = jobs
         self.store = store
+        self.cleaner = cleaner
         self.configuration = configuration
         self.logger = logger
         changes.observe { [weak self] change in
@@ -200,6 +206,7 @@ public actor JobRunner: Service {
             control: control,
             jobs: jobs,
             store: store,
+            cleaner: cleaner,
             configuration: configuration,
             runnerID: runnerID,
             logger: logger

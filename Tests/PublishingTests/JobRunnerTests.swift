@@ -72,9 +72,10 @@ struct Harness {
     func withRunner<T: Sendable>(
         _ store: TestStore,
         _ configuration: RunnerConfiguration,
+        cleaner: ObjectCleaner? = nil,
         _ body: @Sendable (JobRunner) async throws -> T
     ) async throws -> T {
-        let runner = JobRunner(jobs: jobs, store: store, changes: changes, configuration: configuration, logger: logger)
+        let runner = JobRunner(jobs: jobs, store: store, cleaner: cleaner, changes: changes, configuration: configuration, logger: logger)
         let group = ServiceGroup(configuration: .init(services: [runner], logger: logger))
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }

@@ -11,6 +11,8 @@ final class TestStore: MediaStore {
         case failTransiently
         case failPermanently
         case hang
+        /// Hangs until cancelled, then counts as a body already sent whole: ``landCancelled()`` completes it later.
+        case landsWhenCancelled
     }
 
     private struct State {
@@ -23,6 +25,11 @@ final class TestStore: MediaStore {
         var deleted: [String] = []
         var sawCancellation: Set<String> = []
         var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var landing: Set<String> = []
+        var failingDeletes = 0
+        var deletesHeld = false
+        var heldDeletes: [CheckedContinuation<Void, Never>] = []
+        var deleteWaiters: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
 
@@ -81,18 +88,72 @@ final class TestStore: MediaStore {
                 throw MediaStoreError.transient("503 always", statusCode: 503)
             case .failPermanently:
                 throw MediaStoreError.permanent("403 SignatureDoesNotMatch", statusCode: 403)
-            case .hang:
+            case .hang, .landsWhenCancelled:
                 try await Task.sleep(for: .seconds(3600))
             }
         } catch is CancellationError {
-            state.withLock { _ = $0.sawCancellation.insert(mediaID) }
+            state.withLock { state in
+                state.sawCancellation.insert(mediaID)
+                if case .landsWhenCancelled = behaviour { state.landing.insert(object.key) }
+            }
             throw CancellationError()
         }
         state.withLock { _ = $0.stored.insert(object.key) }
         return "test://\(object.key)"
     }
 
+    /// The store completes the PUTs it had whole when they were cancelled, as S3 does with a body it received.
+    func landCancelled() {
+        state.withLock { state in
+            state.stored.formUnion(state.landing)
+            state.landing = []
+        }
+    }
+
+    /// The next `count` deletes fail (transiently).
+    func failDeletes(_ count: Int) { state.withLock { $0.failingDeletes = count } }
+
+    /// Deletes wait inside the store until ``releaseDeletes()``.
+    func holdDeletes() { state.withLock { $0.deletesHeld = true } }
+
+    func releaseDeletes() {
+        let held = state.withLock { state in
+            state.deletesHeld = false
+            defer { state.heldDeletes = [] }
+            return state.heldDeletes
+        }
+        for continuation in held { continuation.resume() }
+    }
+
+    /// Returns once a delete is waiting inside the store (``holdDeletes()``).
+    func waitUntilDeleteHeld() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if !state.heldDeletes.isEmpty { return true }
+                state.deleteWaiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
     func delete(key: String) async throws {
+        let fail = state.withLock { state -> Bool in
+            guard state.failingDeletes > 0 else { return false }
+            state.failingDeletes -= 1
+            return true
+        }
+        if fail { throw MediaStoreError.transient("503 on delete", statusCode: 503) }
+        await withCheckedContinuation { continuation in
+            let (go, waiters) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
+                guard state.deletesHeld else { return (true, []) }
+                state.heldDeletes.append(continuation)
+                defer { state.deleteWaiters = [] }
+                return (false, state.deleteWaiters)
+            }
+            for waiter in waiters { waiter.resume() }
+            if go { continuation.resume() }
+        }
         state.withLock { state in
             state.stored.remove(key)
             state.deleted.append(key)

@@ -1,0 +1,95 @@
+import GRDB
+public import HeraldCore
+
+/// The objects a failed or cancelled job may have left in the store, to delete (see `Migrations/0007`).
+///
+/// Rows are written by the transitions that end a job failed or cancelled and removed by a re-publish; the
+/// cleaner reads what is due and records each DELETE's outcome.
+public struct ObjectDeletionRepository: Sendable {
+    /// How long after a job's end its objects are deleted (again): a PUT already sent in full when its upload was
+    /// cancelled can still land in the store after the runner's own DELETE.
+    public static let settle: Int64 = 10_000
+
+    private let pool: DatabasePool
+
+    public init(_ storage: Storage) {
+        pool = storage.pool
+    }
+
+    /// Inside the transaction that ends `postID`'s job failed or cancelled: every medium of the post, due after ``settle``.
+    static func enqueue(_ db: Database, postID: PostID, now: Timestamp) throws {
+        try db.run(
+            """
+            INSERT INTO object_deletions (media_id, content_type, due_at, attempts, last_error)
+            SELECT id, content_type, ?, 0, NULL FROM media WHERE post_id = ?
+            ON CONFLICT (media_id) DO UPDATE SET due_at = excluded.due_at, attempts = 0, last_error = NULL
+            """,
+            [now.adding(milliseconds: settle).rfc3339, postID]
+        )
+    }
+
+    /// Inside the transaction that re-publishes `postID`: its objects are wanted again.
+    static func cancel(_ db: Database, postID: PostID) throws {
+        try db.run("DELETE FROM object_deletions WHERE media_id IN (SELECT id FROM media WHERE post_id = ?)", [postID])
+    }
+
+    /// Deletions due at `now`, soonest first, at most `limit`.
+    public func due(now: Timestamp, limit: Int) async throws -> [PendingObjectDeletion] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT media_id, content_type, due_at, attempts FROM object_deletions WHERE due_at <= ? ORDER BY due_at LIMIT ?"),
+                arguments: [now.rfc3339, limit]
+            ).map { row in
+                PendingObjectDeletion(mediaID: row["media_id"], contentType: row["content_type"], dueAt: row["due_at"], attempts: row["attempts"])
+            }
+        }
+    }
+
+    /// When the next deletion is due; nil when none is pending.
+    public func nextDue() async throws -> Timestamp? {
+        try await pool.read { db in
+            try String.fetchOne(db.cachedStatement(sql: "SELECT min(due_at) FROM object_deletions")).flatMap(Timestamp.init(rfc3339:))
+        }
+    }
+
+    /// Whether `deletion` is still wanted: not removed by a re-publish, nor pushed back by a later job's end.
+    public func isPending(_ deletion: PendingObjectDeletion) async throws -> Bool {
+        try await pool.read { db in
+            try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM object_deletions WHERE media_id = ? AND due_at = ?)"),
+                arguments: [deletion.mediaID, deletion.dueAt]) ?? false
+        }
+    }
+
+    /// The object is gone: the row goes, unless a later job's end wrote it again meanwhile.
+    public func done(_ deletion: PendingObjectDeletion) async throws {
+        try await pool.write { db in
+            try db.run("DELETE FROM object_deletions WHERE media_id = ? AND due_at = ?", [deletion.mediaID, deletion.dueAt])
+        }
+    }
+
+    /// The DELETE failed: try again at `next`.
+    public func retry(_ deletion: PendingObjectDeletion, at next: Timestamp, error: String) async throws {
+        try await pool.write { db in
+            try db.run(
+                "UPDATE object_deletions SET due_at = ?, attempts = attempts + 1, last_error = ? WHERE media_id = ? AND due_at = ?",
+                [next.rfc3339, String(error.prefix(500)), deletion.mediaID, deletion.dueAt]
+            )
+        }
+    }
+
+    /// Every pending deletion's medium, for tests and `herald check`.
+    public func pendingMediaIDs() async throws -> [MediaID] {
+        try await pool.read { db in try MediaID.fetchAll(db, sql: "SELECT media_id FROM object_deletions ORDER BY media_id") }
+    }
+}
+
+/// One object to delete: its medium, whose id and type make the key.
+public struct PendingObjectDeletion: Sendable, Hashable {
+    public var mediaID: MediaID
+    public var contentType: String
+    /// As stored: identifies this version of the row (a later job's end writes a new one).
+    public var dueAt: String
+    public var attempts: Int
+}
