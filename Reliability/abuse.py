@@ -775,7 +775,7 @@ def main():
                            f"{mib(rss_start)} -> {mib(rss_end)} MiB"))
         if len(round_rss) > 1:
             growth = mib(round_rss[-1] - round_rss[0])
-            end_checks.append((f"RSS after the last round within 8 MiB of after the first (no leak)", growth <= 8,
+            end_checks.append(("RSS after the last round within 8 MiB of after the first (no leak)", growth <= 8,
                                " -> ".join(f"{mib(r)}" for r in round_rss) + f" MiB ({growth:+} MiB)"))
     finally:
         stop_probe.set()
