@@ -15,6 +15,8 @@ let package = Package(
     products: [
         .executable(name: "herald", targets: ["herald"]),
         .library(name: "MicroHTTP", targets: ["MicroHTTP"]),
+        // For the fuzz targets in Fuzz/, a package of their own.
+        .library(name: "HeraldCore", targets: ["HeraldCore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -41,10 +43,14 @@ let package = Package(
 
         // MARK: Libraries
 
+        /// `Synchronization.Mutex`'s stand-in in ThreadSanitizer builds (`-DHERALD_TSAN`), which TSan can see; empty otherwise.
+        .target(name: "Locking", swiftSettings: swiftSettings),
+
         /// The HTTP server: libmicrohttpd driven from Swift concurrency. Knows nothing about posts.
         .target(
             name: "MicroHTTP",
             dependencies: [
+                "Locking",
                 "CMicroHTTPD",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -54,11 +60,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         /// The domain: media, posts, jobs, their states and rules, and their JSON shapes. No HTTP, no SQL.
-        .target(name: "HeraldCore", swiftSettings: swiftSettings),
+        .target(name: "HeraldCore", dependencies: ["Locking"], swiftSettings: swiftSettings),
         /// SQLite through GRDB: the pool, the migrations in `Migrations/`, the repositories.
         .target(
             name: "HeraldStorage",
             dependencies: [
+                "Locking",
                 "HeraldCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The SQLite C API, for the status poll's read (JobStatusReader).
@@ -72,6 +79,7 @@ let package = Package(
         .target(
             name: "Publishing",
             dependencies: [
+                "Locking",
                 "HeraldCore",
                 "HeraldStorage",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -90,6 +98,7 @@ let package = Package(
         .target(
             name: "HeraldApp",
             dependencies: [
+                "Locking",
                 "MicroHTTP",
                 "HeraldCore",
                 "HeraldStorage",
@@ -143,6 +152,7 @@ let package = Package(
         .target(
             name: "HeraldTestSupport",
             dependencies: [
+                "Locking",
                 "HeraldCore",
                 "Publishing",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -158,6 +168,7 @@ let package = Package(
         .testTarget(
             name: "MicroHTTPTests",
             dependencies: [
+                "Locking",
                 "MicroHTTP",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -170,6 +181,7 @@ let package = Package(
         .testTarget(
             name: "PublishingTests",
             dependencies: [
+                "Locking",
                 "Publishing",
                 "HeraldTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -184,6 +196,7 @@ let package = Package(
         .testTarget(
             name: "HeraldStorageTests",
             dependencies: [
+                "Locking",
                 "HeraldStorage",
                 "HeraldTestSupport",
                 "HeraldCore",
@@ -195,6 +208,7 @@ let package = Package(
         .testTarget(
             name: "HeraldAppTests",
             dependencies: [
+                "Locking",
                 "HeraldApp",
                 "HeraldTestSupport",
                 "HeraldCore",
