@@ -3,7 +3,8 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-webhooks verify-container clean
+.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-webhooks verify-container clean \
+	reliability reliability-deps fuzz
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
 deps:
@@ -64,9 +65,29 @@ bench-webhooks: release
 	@command -v wrk >/dev/null && command -v nginx >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk nginx-light; }
 	python3 Benchmarks/webhooks.py
 
+## The reliability battery (Reliability/run.py), bounded, one part after another: the crash loop (N rounds of SIGKILL
+## under load; N=200 for the soak), Schemathesis over openapi.yaml, the test suites under TSan and ASan, every libFuzzer
+## target for FUZZ_SECONDS, abuse from the network, SIGTERM under load. Writes RELIABILITY.md. About 60 minutes cold
+## (each sanitizer build compiles NIO and BoringSSL again), 15 warm.
+N ?= 20
+FUZZ_SECONDS ?= 60
+reliability: release reliability-deps
+	Fuzz/run.sh build
+	python3 Reliability/run.py --rounds $(N) --fuzz-seconds $(FUZZ_SECONDS) $(RELIABILITY_ARGS)
+
+## Schemathesis (pinned: its hooks read its failure reports), with what make test needs.
+reliability-deps: test-deps
+	@python3 -c "import schemathesis" 2>/dev/null || python3 -m pip install -q --disable-pip-version-check "schemathesis==4.32.5" \
+		|| python3 -m pip install -q --disable-pip-version-check --break-system-packages "schemathesis==4.32.5"
+
+## Builds the libFuzzer targets (Fuzz/, a package of its own) and runs each for FUZZ_SECONDS.
+fuzz: deps
+	Fuzz/run.sh build
+	Fuzz/run.sh fuzz $(FUZZ_SECONDS)
+
 ## Builds the Dockerfile with buildah, runs it with podman, publishes a post through it, restarts it (root needed).
 verify-container:
 	scripts/verify-container
 
 clean:
-	rm -rf .build .build-release Benchmarks/out Benchmarks/hummingbird-baseline/.build-release
+	rm -rf .build .build-release .build-tsan .build-asan Fuzz/.build-fuzz Benchmarks/out Reliability/out Benchmarks/hummingbird-baseline/.build-release
