@@ -96,9 +96,10 @@ public struct APIKey: Sendable, Hashable {
     /// The list position of this key, for a `next_cursor`.
     public var cursor: Cursor { Cursor(createdAt: createdAt, id: id.rawValue) }
 
-    /// Whether `name` is one a key may have: 1 to 100 characters, no control characters.
+    /// Whether `name` is one a key may have: 1 to 100 Unicode code points (as JSON Schema's `maxLength` counts), no
+    /// control characters.
     public static func isValidName(_ name: String) -> Bool {
-        !name.isEmpty && name.count <= maxNameLength && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        !name.isEmpty && name.unicodeScalars.count <= maxNameLength && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 }
 

@@ -140,6 +140,11 @@ struct MediaTests {
                 .POST, "\(base)/v1/media?description=\(long)", contentType: "image/png", body: pngBytes.prefix(100).map { $0 })
             #expect(tooLong.status == .unprocessableEntity)
             #expect((tooLong.json["errors"] as? [[String: String]])?.first?["pointer"] == "/description")
+            // The form's description wins over the query's, but a query description over the limit is still refused.
+            let overridden = try await send(
+                .POST, "\(base)/v1/media?description=\(long)", contentType: form,
+                body: multipart([("description", nil, nil, Array("short".utf8)), ("file", "a.png", "image/png", pngBytes.prefix(100).map { $0 })]))
+            #expect(overridden.status == .unprocessableEntity)
             #expect(stagedFiles(application).isEmpty)
         }
     }

@@ -255,3 +255,17 @@ struct APIObjectTests {
         #expect(try roundTrip(status) == status)
     }
 }
+
+@Suite("Key names")
+struct KeyNameTests {
+    @Test func aNameIsOneToAHundredCodePointsWithoutControlCharacters() {
+        #expect(APIKey.isValidName("ci-publisher"))
+        #expect(APIKey.isValidName(String(repeating: "é", count: 100)))
+        #expect(!APIKey.isValidName(""))
+        #expect(!APIKey.isValidName("tab\there"))
+        #expect(!APIKey.isValidName("c1 \u{85} control"))
+        // 60 letters with a combining accent each: 60 characters a reader sees, 120 code points. JSON Schema's
+        // maxLength (openapi.yaml says 100) counts code points, and so does the server.
+        #expect(!APIKey.isValidName(String(repeating: "e\u{301}", count: 60)))
+    }
+}

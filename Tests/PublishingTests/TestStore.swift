@@ -13,6 +13,8 @@ final class TestStore: MediaStore {
         case hang
         /// Hangs until cancelled, then counts as a body already sent whole: ``landCancelled()`` completes it later.
         case landsWhenCancelled
+        /// Waits until `count` uploads are in flight at once (for ever if they never are), then succeeds after `latency`.
+        case succeedTogether(count: Int, after: Duration)
     }
 
     private struct State {
@@ -90,6 +92,9 @@ final class TestStore: MediaStore {
                 throw MediaStoreError.permanent("403 SignatureDoesNotMatch", statusCode: 403)
             case .hang, .landsWhenCancelled:
                 try await Task.sleep(for: .seconds(3600))
+            case .succeedTogether(let count, let latency):
+                await waitUntilInFlight(count)
+                try await Task.sleep(for: latency)
             }
         } catch is CancellationError {
             state.withLock { state in

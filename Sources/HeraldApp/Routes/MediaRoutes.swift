@@ -56,6 +56,8 @@ struct MediaRoutes {
         let staged: StagingArea.Staged
         let type: MediaType
         var description = request.queryValue("description")
+        // Checked wherever it comes from: a form's field wins over the query parameter, but a bad one is still refused.
+        try Self.checkDescription(description)
         if contentType.lowercased().hasPrefix("multipart/form-data") {
             (type, staged, description) = try await uploadForm(request, id: id, description: description)
         } else {
@@ -64,13 +66,7 @@ struct MediaRoutes {
             staged = try await stage(request.body, id: id, type: declared)
         }
         do {
-            if let description, description.count > Self.maxDescriptionLength {
-                throw HTTPError(
-                    .unprocessableContent,
-                    detail: "the description is too long",
-                    errors: [.init(pointer: "/description", detail: "at most \(Self.maxDescriptionLength) characters")]
-                )
-            }
+            try Self.checkDescription(description)
             let media = Media(
                 id: id,
                 contentType: type,
@@ -85,6 +81,16 @@ struct MediaRoutes {
             staging.remove(staged.relativePath)
             throw error
         }
+    }
+
+    /// 422 for a description over the limit, counted in Unicode code points (as JSON Schema's `maxLength` counts).
+    private static func checkDescription(_ description: String?) throws {
+        guard let description, description.unicodeScalars.count > maxDescriptionLength else { return }
+        throw HTTPError(
+            .unprocessableContent,
+            detail: "the description is too long",
+            errors: [.init(pointer: "/description", detail: "at most \(maxDescriptionLength) characters (Unicode code points)")]
+        )
     }
 
     /// A form with one `file` part (its own `Content-Type` names the media type) and an optional `description`.
