@@ -45,5 +45,6 @@ let package = Package(
         .executableTarget(name: "draft", dependencies: ["FuzzSupport", .product(name: "HeraldCore", package: "herald")]),
         .executableTarget(name: "cursor", dependencies: ["FuzzSupport", .product(name: "HeraldCore", package: "herald")]),
         .executableTarget(name: "media", dependencies: ["FuzzSupport", .product(name: "HeraldCore", package: "herald")]),
+        .executableTarget(name: "idempotency", dependencies: ["FuzzSupport", .product(name: "HeraldCore", package: "herald")]),
     ]
 )

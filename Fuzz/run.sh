@@ -12,7 +12,7 @@ set -euo pipefail
 
 fuzz_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 scratch="$fuzz_dir/.build-fuzz"
-targets_all=(route query multipart headers draft cursor media)
+targets_all=(route query multipart headers draft cursor media idempotency)
 
 # The targets that run a MicroHTTP server in the process: what its threads allocate is not the input's, so libFuzzer's
 # per-input leak check is off for them (it also costs a stop-the-world scan per input: ten times slower).
@@ -22,6 +22,7 @@ is_live() { [[ "$1" == query || "$1" == multipart || "$1" == headers ]]; }
 max_len() {
     case "$1" in
         media) echo 64 ;;
+        idempotency) echo 300 ;;
         route | cursor) echo 512 ;;
         query | headers) echo 2048 ;;
         *) echo 4096 ;;

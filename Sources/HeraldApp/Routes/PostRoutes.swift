@@ -15,8 +15,6 @@ struct PostRoutes {
 
     /// A JSON body larger than this is refused (413).
     static let maxJSONBytes = 1 << 20
-    /// The longest `Idempotency-Key`, not counting one pair of surrounding quotes.
-    static let maxIdempotencyKeyLength = 255
     /// Bytes of one non-file form field: room for 5,000 characters of any script, and the form's other fields.
     static let maxFieldBytes = 64 << 10
 
@@ -114,12 +112,11 @@ struct PostRoutes {
         return form
     }
 
-    /// The key with one pair of surrounding quotes removed; 400 unless 1 to 255 visible ASCII characters.
+    /// The `Idempotency-Key` header's key (``IdempotencyKey``); nil without the header, 400 when it holds no key.
     static func idempotencyKey(_ header: String?) throws -> String? {
-        guard var key = header else { return nil }
-        if key.utf8.count >= 2, key.hasPrefix("\""), key.hasSuffix("\"") { key = String(key.dropFirst().dropLast()) }
-        guard (1...maxIdempotencyKeyLength).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            throw HTTPError(.badRequest, detail: "Idempotency-Key must be 1 to \(maxIdempotencyKeyLength) visible ASCII characters")
+        guard let header else { return nil }
+        guard let key = IdempotencyKey.parse(header) else {
+            throw HTTPError(.badRequest, detail: "Idempotency-Key must be 1 to \(IdempotencyKey.maxLength) visible ASCII characters")
         }
         return key
     }
