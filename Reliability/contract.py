@@ -12,37 +12,26 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent
-HOST = "127.0.0.1"
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
+sys.path.insert(0, str(HERE))
+import harness  # noqa: E402
+from harness import HOST, REPO_ROOT, free_port  # noqa: E402
 
 
 def ready(port):
-    try:
-        with urllib.request.urlopen(f"http://{HOST}:{port}/readyz", timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
+    return harness.request(port, "GET", "/readyz", timeout=2).status == 200
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--herald", default=str(REPO_ROOT / ".build-release" / "release" / "herald"))
+    parser.add_argument("--herald", default=str(harness.DEFAULT_HERALD))
     parser.add_argument("--max-time", type=int, default=240, help="seconds Schemathesis may spend (fuzzing and stateful repeat until then)")
     parser.add_argument("--seed", type=int, help="a fixed seed makes the run reproducible")
     parser.add_argument("--json-out")

@@ -30,7 +30,7 @@ public struct HeraldConfiguration: Sendable {
     public var httpThreads: Int
     public var maxConnections: Int
     public var maxConnectionsPerIP: Int
-    /// Idle seconds before a connection is closed.
+    /// Idle seconds before a connection is closed; also the time a request head has to arrive whole.
     public var connectionTimeout: Int
     /// Whether `/v1/` calls need an API key.
     public var auth: AuthMode

@@ -48,9 +48,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical. [HERALD_LOG_LEVEL, default info]") var logLevel: String?
     @Option(help: "text, or json for one JSON object a line. [HERALD_LOG_FORMAT, default text]") var logFormat: String?
     @Option(help: "libmicrohttpd polling threads, one status-read connection each. [HERALD_HTTP_THREADS, default 1]") var httpThreads: Int?
-    @Option(help: "Open connections at most. [HERALD_MAX_CONNECTIONS, default 1000]") var maxConnections: Int?
+    @Option(help: "Open connections at most; past it an idle one is closed for a new one. [HERALD_MAX_CONNECTIONS, default 1000]")
+    var maxConnections: Int?
     @Option(help: "Open connections per client address. [HERALD_MAX_CONNECTIONS_PER_IP, default 256]") var maxConnectionsPerIP: Int?
-    @Option(help: "Idle seconds before a connection is closed. [HERALD_CONNECTION_TIMEOUT, default 30]") var connectionTimeout: Int?
+    @Option(help: "Idle seconds before a connection is closed; also the time a whole head may take. [HERALD_CONNECTION_TIMEOUT, default 30]")
+    var connectionTimeout: Int?
     @Option(help: "keys: /v1/ calls need an API key; off: none (loopback hosts only). [HERALD_AUTH, default keys]") var auth: String?
     @Option(help: "Requests a second per key, burst twice that; 0: no limit. [HERALD_RATE_LIMIT, default 100]") var rateLimit: Int?
     @Option(help: "Failed authentications a minute per client address; 0: no limit. [HERALD_AUTH_FAILURE_LIMIT, default 20]")

@@ -106,15 +106,7 @@ func rawReadUntil(port: Int, _ text: String, marker: String) async throws -> Str
     try await onThread {
         let fd = try connectedSocket(port: port)
         defer { close(fd) }
-        _ = Array(text.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while !String(decoding: received, as: UTF8.self).contains(marker) {
-            let n = recv(fd, &buffer, buffer.count, 0)
-            if n <= 0 { break }
-            received.append(contentsOf: buffer[0..<n])
-        }
-        return String(decoding: received, as: UTF8.self)
+        return try exchange(on: fd, text, until: marker)
     }
 }
 
