@@ -22,13 +22,20 @@ run: build
 	$(SWIFT) run --skip-build herald serve
 
 ## The S3 tests start moto's S3 server (pip package moto[server]); the webhook tests check signatures with the
-## official standardwebhooks package. Installed here when missing.
+## official standardwebhooks package; the client tests drive `herald publish` in tmux and the dashboard in headless
+## Chromium through Selenium. Installed here when missing.
+TEST_APT_PACKAGES := tmux chromium chromium-driver
 test-deps: deps
-	@python3 -c "import moto.server, flask, standardwebhooks" 2>/dev/null || { \
+	@missing=""; for p in $(TEST_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@python3 -c "import moto.server, flask, standardwebhooks, selenium" 2>/dev/null || { \
 		python3 -m pip --version >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-pip; }; \
-		echo "installing: moto[server] standardwebhooks"; \
-		python3 -m pip install -q --disable-pip-version-check "moto[server]" standardwebhooks 2>/dev/null \
-			|| python3 -m pip install -q --disable-pip-version-check --break-system-packages "moto[server]" standardwebhooks; }
+		echo "installing: moto[server] standardwebhooks selenium"; \
+		python3 -m pip install -q --disable-pip-version-check "moto[server]" standardwebhooks selenium 2>/dev/null \
+			|| python3 -m pip install -q --disable-pip-version-check --break-system-packages "moto[server]" standardwebhooks selenium; }
 
 test: test-deps
 	$(SWIFT) test

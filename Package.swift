@@ -27,6 +27,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/onevcat/Rainbow", from: "4.2.2"),
+        .package(url: "https://github.com/vapor/console-kit", from: "4.16.2"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -94,6 +96,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        /// Herald's HTTP API from the client's side (the `herald publish`, `jobs` and `posts` commands): uploads with
+        /// progress, posts, jobs and their event streams.
+        .target(
+            name: "HeraldClient",
+            dependencies: [
+                "HeraldCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         /// Herald itself: configuration, routes and handlers, the service group.
         .target(
             name: "HeraldApp",
@@ -124,6 +139,7 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldApp",
+                "HeraldClient",
                 "HeraldCore",
                 "HeraldStorage",
                 "MicroHTTP",
@@ -136,6 +152,9 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ConsoleKitTerminal", package: "console-kit"),
+                .product(name: "Rainbow", package: "Rainbow"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -177,6 +196,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldCore"], swiftSettings: swiftSettings),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "PublishingTests",

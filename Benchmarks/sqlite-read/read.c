@@ -8,9 +8,10 @@
  * transaction per statement.
  *
  * Build: gcc -O2 -Wall -Wextra -o read read.c -lsqlite3
- * Run:   ./read DB JOB_ID READS SECONDS SQL
+ * Run:   ./read DB JOB_ID READS SECONDS SQL [TENANT]
  *        SQL is JobStatusReader.query (run.py reads it from the Swift source); stops after READS reads or
- *        SECONDS seconds, whichever comes first.
+ *        SECONDS seconds, whichever comes first. TENANT is bound to ?2 (the statement's `jobs.tenant = ?` since
+ *        API keys brought tenants; the key `herald keys create` makes belongs to "default").
  * Prints: cpu_us_per_read=<float> reads=<n> rows_per_read=<n>
  */
 #include <sqlite3.h>
@@ -28,8 +29,8 @@ static double seconds(clockid_t clock) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s DB JOB_ID READS SECONDS SQL\n", argv[0]);
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: %s DB JOB_ID READS SECONDS SQL [TENANT]\n", argv[0]);
         return 2;
     }
     long reads = atol(argv[3]);
@@ -55,6 +56,7 @@ int main(int argc, char **argv) {
         /* The clock is read every 256 reads: often enough for the bound, rarely enough not to count. */
         if ((done & 255) == 0 && seconds(CLOCK_MONOTONIC) - wall_start > limit) break;
         sqlite3_bind_text(statement, 1, argv[2], -1, SQLITE_STATIC);
+        if (argc == 7) sqlite3_bind_text(statement, 2, argv[6], -1, SQLITE_STATIC);
         int code, first = 1;
         while ((code = sqlite3_step(statement)) == SQLITE_ROW) {
             int columns = sqlite3_column_count(statement);

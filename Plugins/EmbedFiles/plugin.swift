@@ -4,34 +4,38 @@ import PackagePlugin
 /// Generates Swift source that embeds the package's text assets, so the binary needs no files beside it.
 ///
 /// - `HeraldStorage` gets `Migrations/*.sql` (sorted by name: the order they are applied in).
-/// - `HeraldApp` gets `openapi.yaml`.
+/// - `HeraldApp` gets `openapi.yaml`, and `Dashboard/*` (the web page at `/`).
 @main
 struct EmbedFiles: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: any Target) throws -> [Command] {
         let root = context.package.directoryURL
-        let inputs: [URL]
-        let typeName: String
         switch target.name {
         case "HeraldStorage":
-            let folder = root.appending(path: "Migrations")
-            let names = try FileManager.default.contentsOfDirectory(atPath: folder.path(percentEncoded: false))
-            inputs = names.filter { $0.hasSuffix(".sql") }.sorted().map { folder.appending(path: $0) }
-            typeName = "EmbeddedMigrations"
+            return [try command(context, "EmbeddedMigrations", files(in: root.appending(path: "Migrations"), suffix: ".sql"))]
         case "HeraldApp":
-            inputs = [root.appending(path: "openapi.yaml")]
-            typeName = "EmbeddedOpenAPI"
+            return [
+                try command(context, "EmbeddedOpenAPI", [root.appending(path: "openapi.yaml")]),
+                try command(context, "EmbeddedDashboard", files(in: root.appending(path: "Dashboard"), suffix: nil)),
+            ]
         default:
             return []
         }
+    }
+
+    /// The files of `folder` (ending in `suffix`, when given), sorted by name: the order migrations are applied in.
+    private func files(in folder: URL, suffix: String?) throws -> [URL] {
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path(percentEncoded: false))
+        return names.filter { !$0.hasPrefix(".") && (suffix.map($0.hasSuffix) ?? true) }.sorted().map { folder.appending(path: $0) }
+    }
+
+    private func command(_ context: PluginContext, _ typeName: String, _ inputs: [URL]) throws -> Command {
         let output = context.pluginWorkDirectoryURL.appending(path: "\(typeName).swift")
-        return [
-            .buildCommand(
-                displayName: "Embedding \(inputs.count) file(s) as \(typeName)",
-                executable: try context.tool(named: "EmbedFilesTool").url,
-                arguments: [typeName, output.path(percentEncoded: false)] + inputs.map { $0.path(percentEncoded: false) },
-                inputFiles: inputs,
-                outputFiles: [output]
-            )
-        ]
+        return .buildCommand(
+            displayName: "Embedding \(inputs.count) file(s) as \(typeName)",
+            executable: try context.tool(named: "EmbedFilesTool").url,
+            arguments: [typeName, output.path(percentEncoded: false)] + inputs.map { $0.path(percentEncoded: false) },
+            inputFiles: inputs,
+            outputFiles: [output]
+        )
     }
 }

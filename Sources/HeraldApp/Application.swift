@@ -118,6 +118,7 @@ public struct Application: Sendable {
         ).register(in: &router)
         OperationsRoutes(storage: storage, store: store, jobs: JobRepository(storage), readiness: readiness, registry: metrics)
             .register(in: &router)
+        DashboardRoutes().register(in: &router)
         MediaRoutes(repository: MediaRepository(storage), staging: staging, maxMediaBytes: configuration.maxMediaBytes).register(in: &router)
         // The way a publish takes: route -> service -> repository -> (the runner claims the job) -> media store.
         PostRoutes(
