@@ -5,9 +5,11 @@ Every pair is run alternately (A B C A B C ...) for --rounds rounds on this mach
 table gives medians with min and max, and ratios of medians. Release builds use their own scratch paths.
 
   1. HTTP status poll: wrk on GET /v1/jobs/{id} (a job with 4 uploads) against Herald, the Hummingbird
-     baseline (Benchmarks/hummingbird-baseline) reading the same database, and the C libmicrohttpd limit
-     (Benchmarks/c-hello) answering the same bytes as a constant body; and, in C, the SQLite read Herald does
-     for a poll (Benchmarks/sqlite-read), the floor any server reading the job per request adds to the limit.
+     baseline (Benchmarks/hummingbird-baseline) reading the same database, a C libmicrohttpd server doing the
+     same read and JSON (Benchmarks/c-status, its body checked byte for byte against Herald's), and the C
+     libmicrohttpd limit (Benchmarks/c-hello) answering the same bytes as a constant body; and, in C, the SQLite
+     read Herald does for a poll (Benchmarks/sqlite-read), the floor any server reading the job per request adds
+     to the limit.
   2. Post creation: wrk POST /v1/posts (text only, durable commit) against the raw sqlite3 insert rate of the
      same rows with the same pragmas (Benchmarks/sqlite-insert).
   3. Parallel publish: 8 media per post to a local S3-compatible server (in this process) that answers each
@@ -16,6 +18,9 @@ table gives medians with min and max, and ratios of medians. Release builds use 
   4. Cancellation latency: 50 jobs with 4 uploads that the server never answers; from the cancel request to
      every upload's connection closed, as the server sees it.
   5. Memory: peak RSS growth of Herald while it ingests and uploads a 1 GiB media.
+  6. Ingest: POST /v1/media of 1 GiB (one streaming curl upload) into Herald and into a C libmicrohttpd server
+     that streams the body to a file and fsyncs it (Benchmarks/c-ingest; also with --sha256, Herald's hashing),
+     on the data disk and on tmpfs; MB/s and server CPU seconds per GiB.
 
 Raw outputs go to Benchmarks/out/. Every process and every wrk run has a hard time limit.
 """
@@ -25,8 +30,10 @@ import datetime
 import json
 import os
 import re
+import shutil
 import signal
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -54,23 +61,36 @@ def run(command, cwd=ROOT, timeout=1800):
     subprocess.run(command, cwd=cwd, check=True, timeout=timeout, stdout=sys.stderr)
 
 
-def build():
-    """Release builds of Herald and the baseline, and the two C programs."""
+def build(swift=True):
+    """Release builds of Herald and the baseline (unless `swift` is false: then the binaries built before are used,
+    and a missing baseline leaves its row out), and the C programs."""
     os.makedirs(OUT, exist_ok=True)
-    run(["swift", "build", "-c", "release", "--product", "herald", "--static-swift-stdlib", "--scratch-path", ".build-release"])
     baseline = os.path.join(BENCH, "hummingbird-baseline")
-    run(["swift", "build", "-c", "release", "--scratch-path", ".build-release"], cwd=baseline)
+    if swift:
+        run(["swift", "build", "-c", "release", "--product", "herald", "--static-swift-stdlib", "--scratch-path", ".build-release"])
+        run(["swift", "build", "-c", "release", "--scratch-path", ".build-release"], cwd=baseline)
     mhd = subprocess.run(["pkg-config", "--cflags", "--libs", "libmicrohttpd"], check=True, capture_output=True, text=True).stdout.split()
     run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "c-hello", "hello.c"), "-o", os.path.join(OUT, "hello")] + mhd)
+    run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "c-status", "status.c"), "-o", os.path.join(OUT, "status")] + mhd + ["-lsqlite3"])
+    # --sha256 is OpenSSL's EVP SHA-256, from libcrypto (Debian libssl-dev); without it, that row is left out.
+    crypto = subprocess.run(["pkg-config", "--exists", "libcrypto"]).returncode == 0
+    run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "c-ingest", "ingest.c"), "-o", os.path.join(OUT, "ingest")]
+        + mhd + (["-DHAVE_LIBCRYPTO", "-lcrypto"] if crypto else []))
     run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "sqlite-insert", "insert.c"), "-o", os.path.join(OUT, "insert"), "-lsqlite3"])
     run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "sqlite-read", "read.c"), "-o", os.path.join(OUT, "read"), "-lsqlite3"])
-    return {
-        "herald": os.path.join(ROOT, ".build-release", "release", "herald"),
+    binaries = {
+        "herald": os.environ.get("HERALD_BIN") or os.path.join(ROOT, ".build-release", "release", "herald"),
         "baseline": os.path.join(baseline, ".build-release", "release", "hummingbird-baseline"),
         "hello": os.path.join(OUT, "hello"),
+        "status": os.path.join(OUT, "status"),
+        "ingest": os.path.join(OUT, "ingest"),
+        "ingest_sha256": crypto,
         "insert": os.path.join(OUT, "insert"),
         "read": os.path.join(OUT, "read"),
     }
+    if not os.access(binaries["herald"], os.X_OK):
+        raise SystemExit(f"no Herald at {binaries['herald']}: build it, or run without --skip-swift-build")
+    return binaries
 
 
 def status_query():
@@ -79,9 +99,15 @@ def status_query():
     return re.search(r'static let query = """\n(.*?)\n\s*"""', source, re.S).group(1)
 
 
+def job_tenant(database, job):
+    """The tenant a job belongs to (the key's: ?2 of JobStatusReader's statement)."""
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
+        return connection.execute("SELECT tenant FROM jobs WHERE id = ?", (job,)).fetchone()[0]
+
+
 def sqlite_read(binaries, database, job, seconds, label):
     """CPU µs per job read by the C program, the statement Herald runs (bounded: 10 million reads or `seconds`)."""
-    command = [binaries["read"], database, job, "10000000", str(seconds), status_query()]
+    command = [binaries["read"], database, job, "10000000", str(seconds), status_query(), job_tenant(database, job)]
     output = subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
     with open(os.path.join(OUT, f"read-{label}.txt"), "w") as file:
         file.write(output)
@@ -198,6 +224,11 @@ def cell(values, digits=0):
 
 # MARK: 1. HTTP status poll
 
+HERALD = "Herald"
+HUMMINGBIRD = "Hummingbird 2 + GRDB"
+C_STATUS = "C libmicrohttpd + SQLite (same read and JSON)"
+C_LIMIT = "C libmicrohttpd (constant body)"
+
 
 def status_poll(binaries, rounds, seconds):
     data = tempfile.mkdtemp(prefix="herald-bench-")
@@ -215,27 +246,44 @@ def status_poll(binaries, rounds, seconds):
         assert answer["state"] == "succeeded" and len(answer["uploads"]) == 4, answer
         path = f"/v1/jobs/{job}"
 
-        baseline = Server("baseline-poll", [binaries["baseline"], "--db", os.path.join(data, "herald.sqlite"), "--host", "127.0.0.1", "--port", str(port := free_port())], port, ready_path=path)
-        servers.append(baseline)
+        database = os.path.join(data, "herald.sqlite")
         _, herald_body = http("GET", herald.url(path))
-        _, baseline_body = http("GET", baseline.url(path))
-        assert json.loads(herald_body) == json.loads(baseline_body), "the baseline answers the same job object"
+        sizes = {HERALD: len(herald_body)}
+        targets = [(HERALD, herald)]
+        if os.access(binaries["baseline"], os.X_OK):
+            baseline = Server("baseline-poll", [binaries["baseline"], "--db", database, "--host", "127.0.0.1", "--port", str(port := free_port())], port, ready_path=path)
+            servers.append(baseline)
+            _, baseline_body = http("GET", baseline.url(path))
+            assert json.loads(herald_body) == json.loads(baseline_body), "the baseline answers the same job object"
+            sizes[HUMMINGBIRD] = len(baseline_body)
+            targets.append((HUMMINGBIRD, baseline))
+        else:
+            log(f"status poll: no {binaries['baseline']} (--skip-swift-build): the Hummingbird row is left out")
+        # The C server checks that a key is sent, not which: it gets Herald's, so that wrk's requests are the same bytes.
+        port = free_port()
+        KEYS[port] = KEYS[herald.port]
+        c_status = Server("c-status-poll", [binaries["status"], str(port), database, job_tenant(database, job), status_query()], port, ready_path=path)
+        servers.append(c_status)
+        _, c_body = http("GET", c_status.url(path))
+        assert c_body == herald_body, f"the C status server answers Herald's bytes:\n{herald_body!r}\n{c_body!r}"
+        sizes[C_STATUS] = len(c_body)
+        targets.append((C_STATUS, c_status))
         body_file = os.path.join(OUT, "job.json")
         with open(body_file, "wb") as file:
             file.write(herald_body)
         limit = Server("c-limit-poll", [binaries["hello"], str(port := free_port()), "1", body_file], port, ready_path=path)
         servers.append(limit)
-        sizes = {"Herald": len(herald_body), "Hummingbird 2 + GRDB": len(baseline_body), "C libmicrohttpd (constant body)": len(herald_body)}
+        sizes[C_LIMIT] = len(herald_body)
+        targets.append((C_LIMIT, limit))
 
         results = {name: [] for name in sizes}
         reads = []
-        targets = list(zip(sizes, [herald, baseline, limit]))
         for round_index in range(rounds):
             for name, server in targets:
                 log(f"status poll, round {round_index + 1}/{rounds}: {name}")
                 results[name].append(wrk(server, path, seconds, f"poll-{server.name}-{round_index + 1}"))
             log(f"status poll, round {round_index + 1}/{rounds}: the SQLite read alone (C)")
-            reads.append(sqlite_read(binaries, os.path.join(data, "herald.sqlite"), job, seconds, f"poll-{round_index + 1}"))
+            reads.append(sqlite_read(binaries, database, job, seconds, f"poll-{round_index + 1}"))
         return results, sizes, reads
     finally:
         for server in servers:
@@ -463,11 +511,9 @@ def rss_kib(server, field):
     return next(int(line.split()[1]) for line in open(f"/proc/{server.process.pid}/status") if line.startswith(field))
 
 
-def memory(binaries, size=1 << 30):
-    fake = FakeS3()
-    fake.latency = 0
-    path = os.path.join(tempfile.mkdtemp(prefix="herald-bench-"), "big.mp4")
-    with open(path, "wb") as file:  # a header MP4 sniffing accepts, then pseudo-random blocks
+def mp4_file(path, size):
+    """`size` bytes: a header MP4 sniffing accepts, then pseudo-random blocks."""
+    with open(path, "wb") as file:
         block = os.urandom(1 << 20)
         file.write(b"\x00\x00\x00\x18ftypmp42" + bytes(12))
         written = 24
@@ -475,6 +521,13 @@ def memory(binaries, size=1 << 30):
             piece = block[: min(len(block), size - written)]
             file.write(piece)
             written += len(piece)
+    return path
+
+
+def memory(binaries, size=1 << 30):
+    fake = FakeS3()
+    fake.latency = 0
+    path = mp4_file(os.path.join(tempfile.mkdtemp(prefix="herald-bench-"), "big.mp4"), size)
     herald = s3_herald(binaries, fake, "herald-memory", "--max-media-bytes", str(size * 2))
     try:
         http("GET", herald.url("/healthz"))
@@ -500,6 +553,124 @@ def memory(binaries, size=1 << 30):
         os.remove(path)
 
 
+# MARK: 6. Ingest
+
+INGEST_HERALD = "Herald"
+INGEST_C = "C libmicrohttpd (write, fsync)"
+INGEST_C_SHA = "C libmicrohttpd + SHA-256 (--sha256)"
+INGEST_HEADROOM = 256 << 20
+
+
+def mount_of(path):
+    """(mount point, filesystem type, source) of the mount holding `path`: the longest mount point prefixing it."""
+    path = os.path.realpath(path)
+    best = ("", "?", "?")
+    for line in open("/proc/self/mounts"):
+        source, point, kind = line.split()[:3]
+        point = point.replace("\\040", " ")
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best[0]):
+            best = (point, kind, source)
+    return best
+
+
+def free_bytes(path):
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+def post_media(server, path, size):
+    """One streaming upload of the file at `path` (curl -T: read as it is sent, never whole in memory):
+    (seconds from the request's start to the response's end as curl times it, server CPU seconds, media id)."""
+    command = [
+        "curl", "-sS", "--fail-with-body", "--max-time", "600", "-X", "POST", "-H", "Content-Type: video/mp4",
+        "-H", f"Authorization: {authorization(server.url('/v1/media'))}", "-T", path, "-w", "\n%{time_total}", server.url("/v1/media"),
+    ]
+    cpu_before = server.cpu_seconds()
+    output = subprocess.run(command, capture_output=True, text=True, check=True, timeout=660).stdout
+    cpu = server.cpu_seconds() - cpu_before
+    body, seconds = output.rsplit("\n", 1)
+    answer = json.loads(body)
+    assert answer["size"] == size, answer
+    return float(seconds), cpu, answer["id"]
+
+
+def ingest(binaries, rounds, size, data_disk):
+    """POST /v1/media of `size` bytes into Herald and the C ingest server (plain, and --sha256), alternately, on the
+    data disk and on tmpfs: MB/s and server CPU s/GiB. Each medium is removed after its round."""
+    body_directory = tempfile.mkdtemp(prefix="herald-bench-", dir=data_disk)
+    places = {}
+    try:
+        log(f"ingest: writing a {size:,} byte MP4 body to {body_directory}")
+        body = mp4_file(os.path.join(body_directory, "body.mp4"), size)
+        for place, root in [("data disk", data_disk), ("tmpfs", "/dev/shm")]:
+            point, kind, source = mount_of(root) if os.path.isdir(root) else ("", "?", "?")
+            entry = places[place] = {"root": root, "mount": f"{kind} {source} at {point}", "skipped": None, "runs": {}}
+            needed = size + INGEST_HEADROOM  # one medium at a time: each is removed before the next upload
+            available = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemAvailable")) << 10
+            if place == "tmpfs" and kind != "tmpfs":
+                entry["skipped"] = f"{root} is not a tmpfs ({kind})"
+            elif place == "tmpfs" and available < needed:  # what tmpfs holds is memory
+                entry["skipped"] = f"{available / 2**20:,.0f} MiB of memory available, {needed / 2**20:,.0f} MiB needed"
+            elif not os.path.isdir(root) or free_bytes(root) < needed:
+                free = free_bytes(root) if os.path.isdir(root) else 0
+                entry["skipped"] = f"{root} has {free / 2**20:,.0f} MiB free, {needed / 2**20:,.0f} MiB needed"
+            if entry["skipped"]:
+                log(f"ingest on {place}: skipped, {entry['skipped']}")
+                continue
+            entry["runs"] = ingest_place(binaries, rounds, size, body, root, place)
+    finally:
+        shutil.rmtree(body_directory, ignore_errors=True)
+    return {"size": size, "rounds": rounds, "places": places}
+
+
+def ingest_place(binaries, rounds, size, body, root, place):
+    slug = place.replace(" ", "-")
+    directories = []
+    servers = []
+    try:
+        data = tempfile.mkdtemp(prefix="herald-bench-", dir=root)
+        directories.append(data)
+        # `herald serve`'s defaults but for the body limit, and no free-space reserve: a small disk would answer 507.
+        port = free_port()
+        herald = Server(f"herald-ingest-{slug}", herald_serve(binaries, data, port, "--max-media-bytes", str(size), "--min-free-disk", "0"), port)
+        servers.append(herald)
+        staging = os.path.join(data, "staging")
+
+        def remove_from_herald(media):
+            assert http("DELETE", herald.url(f"/v1/media/{media}"))[0] == 204
+            assert not any(name.startswith(media) for name in os.listdir(staging)), "Herald removed the staged file"
+
+        contenders = [(INGEST_HERALD, herald, remove_from_herald)]
+        if not binaries["ingest_sha256"]:
+            log("ingest: no libcrypto (apt-get install libssl-dev): the C + SHA-256 row is left out")
+        for name, flags in [(INGEST_C, []), (INGEST_C_SHA, ["--sha256"])][: 2 if binaries["ingest_sha256"] else 1]:
+            directory = tempfile.mkdtemp(prefix="herald-bench-", dir=root)
+            directories.append(directory)
+            port = free_port()
+            KEYS[port] = KEYS[herald.port]  # the C server checks that a key is sent, not which
+            server = Server(f"c-ingest-{slug}{flags[0][1:] if flags else ''}", [binaries["ingest"], *flags, str(port), directory], port)
+            servers.append(server)
+
+            def remove_file(media, directory=directory):
+                os.remove(os.path.join(directory, f"{media}.mp4"))
+                assert not os.listdir(directory), os.listdir(directory)
+
+            contenders.append((name, server, remove_file))
+        runs = {name: [] for name, _, _ in contenders}
+        for round_index in range(rounds):
+            for name, server, remove in contenders:
+                log(f"ingest on {place}, round {round_index + 1}/{rounds}: {name}")
+                seconds, cpu, media = post_media(server, body, size)
+                remove(media)
+                runs[name].append({"seconds": seconds, "mbps": size / 1e6 / seconds, "cpu_per_gib": cpu / (size / 2**30)})
+        return runs
+    finally:
+        for server in servers:
+            server.stop()
+        for directory in directories:  # on tmpfs, what is left holds memory
+            shutil.rmtree(directory, ignore_errors=True)
+
+
 # MARK: Report
 
 
@@ -517,7 +688,7 @@ def verdict(ratio, target, at_least=True):
     return f"{ratio:.2f}× ({'≥' if at_least else '≤'} {target} {'met' if met else 'MISSED'})"
 
 
-def report(args, poll, posts, parallel=None, cancels=None, rss=None):
+def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=None):
     lines = [
         "# Benchmarks",
         "",
@@ -541,21 +712,26 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None):
                 f"| {name} | {cell([r['rate'] for r in runs])} | {cell([r['p99_ms'] for r in runs], 2)} | "
                 f"{cell([r['cpu_us'] for r in runs], 1)} | {sizes[name]} | {sum(r['non2xx'] for r in runs)} |"
             )
-        names = list(results)
-        median = {name: statistics.median(r["rate"] for r in results[name]) for name in names}
-        cpu = {name: statistics.median(r["cpu_us"] for r in results[name]) for name in names}
+        median = {name: statistics.median(r["rate"] for r in runs) for name, runs in results.items()}
+        cpu = {name: statistics.median(r["cpu_us"] for r in runs) for name, runs in results.items()}
         read = statistics.median(reads)
-        floor = cpu[names[2]] + read
+        floor = cpu[C_LIMIT] + read
+        lines.append("")
+        if HUMMINGBIRD in median:
+            lines.append(f"- Herald / Hummingbird 2: {verdict(median[HERALD] / median[HUMMINGBIRD], 2.0)}")
         lines += [
+            f"- Herald / C same read: {verdict(median[HERALD] / median[C_STATUS], 0.8)}",
+            f"- Herald / C limit: {verdict(median[HERALD] / median[C_LIMIT], 0.5)}",
             "",
-            f"- Herald / Hummingbird 2: {verdict(median[names[0]] / median[names[1]], 2.0)}",
-            f"- Herald / C limit: {verdict(median[names[0]] / median[names[2]], 0.5)}",
-            "",
-            "The C limit reads no database. The read itself, JobStatusReader's statement run by C on the same file "
-            f"(`Benchmarks/sqlite-read`): {cell(reads, 1)} µs CPU a read. A server that reads the job for each poll "
-            f"costs at least the C limit plus that read, {floor:.1f} µs a request: at most "
-            f"{cpu[names[2]] / floor:.2f}× the C limit's rate when the server's CPU is the bottleneck. Herald spends "
-            f"{cpu[names[0]]:.1f} µs, {cpu[names[0]] / floor:.1f}× that floor.",
+            "The C same-read server (`Benchmarks/c-status`) answers the poll as Herald does, on the same daemon "
+            "flags and one polling thread: JobStatusReader's statement on Herald's file (one read-only connection "
+            "a thread, the statement prepared once), the job object written as Herald writes it (the body is checked "
+            "byte for byte equal to Herald's before the runs); it checks that a key is sent but not which (Herald "
+            "hashes it and looks it up). The C limit reads no database. The read itself, JobStatusReader's statement "
+            f"run by C on the same file (`Benchmarks/sqlite-read`): {cell(reads, 1)} µs CPU a read. A server that "
+            f"reads the job for each poll costs at least the C limit plus that read, {floor:.1f} µs a request: at most "
+            f"{cpu[C_LIMIT] / floor:.2f}× the C limit's rate when the server's CPU is the bottleneck. The C same-read "
+            f"server spends {cpu[C_STATUS]:.1f} µs, Herald {cpu[HERALD]:.1f} µs, {cpu[HERALD] / floor:.1f}× that floor.",
             "",
         ]
     if posts:
@@ -618,10 +794,50 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None):
             f"- growth: {'met' if growth <= 32 else 'MISSED'} (target ≤ 32 MiB)",
             "",
         ]
+    if ingested:
+        size = ingested["size"]
+        amount = f"{size / 2**30:g} GiB" if size >= 1 << 30 else f"{size / 2**20:g} MiB"
+        lines += [
+            f"## 6. Ingest: `POST /v1/media` of {amount}, one streaming upload",
+            "",
+            f"Median (min–max) of {ingested['rounds']} rounds, the three servers run alternately. One `curl -T` upload "
+            "(the file streamed as sent) of an MP4 signature and pseudo-random bytes, `Content-Type: video/mp4`; MB/s is "
+            "10⁶ bytes over curl's `time_total`, from the request's start to the response's end; server CPU is utime + "
+            "stime from `/proc/PID/stat` around the upload, per GiB. Herald: `herald serve` defaults but "
+            f"`--max-media-bytes {size}` and `--min-free-disk 0` (no 507 on a small disk), its data directory on the "
+            "place measured; it checks the key, checks the signature, hashes (SHA-256), writes 256 KiB batches, fsyncs, "
+            "renames and commits the media row. The C server (`Benchmarks/c-ingest`, Herald's daemon flags) writes "
+            "each chunk as it arrives, checks the signature, fsyncs the file, renames and fsyncs the directory; it "
+            "hashes only with `--sha256` (OpenSSL EVP), checks no key and writes no database. Each medium is removed "
+            "after its round.",
+            "",
+        ]
+        for place, entry in ingested["places"].items():
+            lines += [f"### On the {place}: {entry['root']} ({entry['mount']})", ""]
+            if entry["skipped"]:
+                lines += [f"Skipped: {entry['skipped']}.", ""]
+                continue
+            runs = entry["runs"]
+            lines += ["| server | MB/s | server CPU s/GiB | seconds |", "|---|---|---|---|"]
+            for name, results in runs.items():
+                lines.append(
+                    f"| {name} | {cell([r['mbps'] for r in results])} | {cell([r['cpu_per_gib'] for r in results], 2)} | "
+                    f"{cell([r['seconds'] for r in results], 2)} |"
+                )
+            rate = {name: statistics.median(r["mbps"] for r in results) for name, results in runs.items()}
+            cpu = {name: statistics.median(r["cpu_per_gib"] for r in results) for name, results in runs.items()}
+            lines += ["", f"- Herald / C MB/s: {verdict(rate[INGEST_HERALD] / rate[INGEST_C], 0.8)}"]
+            lines.append(f"- CPU s/GiB Herald / C: {cpu[INGEST_HERALD] / max(cpu[INGEST_C], 1e-9):.2f}×")
+            if INGEST_C_SHA in rate:
+                lines.append(
+                    f"- Herald / C + SHA-256 (the same hashing): MB/s {rate[INGEST_HERALD] / rate[INGEST_C_SHA]:.2f}×, "
+                    f"CPU s/GiB {cpu[INGEST_HERALD] / max(cpu[INGEST_C_SHA], 1e-9):.2f}×"
+                )
+            lines.append("")
     return "\n".join(lines)
 
 
-MEASUREMENTS = ["poll", "posts", "parallel", "cancel", "memory"]
+MEASUREMENTS = ["poll", "posts", "parallel", "cancel", "memory", "ingest"]
 
 
 def main():
@@ -629,16 +845,20 @@ def main():
     parser.add_argument("--rounds", type=int, default=3, choices=range(1, 11), metavar="1..10")
     parser.add_argument("--seconds", type=int, default=5, choices=range(1, 61), metavar="1..60", help="per wrk run")
     parser.add_argument("--only", choices=MEASUREMENTS, action="append", help="run only these measurements")
-    parser.add_argument("--output", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    parser.add_argument("--output", default=os.path.join(ROOT, "BENCHMARKS.md"), help="the report (default BENCHMARKS.md: with --only, it holds only those parts)")
+    parser.add_argument("--ingest-mib", type=int, default=1024, choices=range(1, 4097), metavar="1..4096", help="the ingested body, MiB (default 1024)")
+    parser.add_argument("--data-disk", default=tempfile.gettempdir(), help="where ingest's data directories go on disk (default the temporary directory)")
+    parser.add_argument("--skip-swift-build", action="store_true", help="use the Herald (HERALD_BIN, else .build-release) and baseline built before; build only the C programs")
     args = parser.parse_args()
     only = set(args.only or MEASUREMENTS)
-    binaries = build()
+    binaries = build(swift=not args.skip_swift_build)
     poll = status_poll(binaries, args.rounds, args.seconds) if "poll" in only else None
     posts = post_creation(binaries, args.rounds, args.seconds) if "posts" in only else None
     parallel = parallel_publish(binaries, args.rounds) if "parallel" in only else None
     cancels = cancel_latency(binaries) if "cancel" in only else None
     rss = memory(binaries) if "memory" in only else None
-    text = report(args, poll, posts, parallel, cancels, rss)
+    ingested = ingest(binaries, args.rounds, args.ingest_mib << 20, args.data_disk) if "ingest" in only else None
+    text = report(args, poll, posts, parallel, cancels, rss, ingested)
     notes = os.path.join(BENCH, "notes.md")  # what profiling found, kept by hand next to the numbers
     if os.path.exists(notes):
         text += "\n" + open(notes).read()

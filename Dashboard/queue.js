@@ -7,6 +7,16 @@ let paused = false;
 let admin = false;
 let last = 0;
 let timer = 0;
+// Answers can arrive out of order: each request takes a ticket, and an answer older than the one shown is dropped.
+let tickets = 0;
+let shown = 0;
+let acting = false;
+
+function show(ticket, q) {
+  if (ticket < shown) return;
+  shown = ticket;
+  render(q);
+}
 
 function render(q) {
   paused = q.paused;
@@ -21,9 +31,12 @@ function render(q) {
 }
 
 export async function loadQueue() {
+  // A pause or resume in flight answers with the queue itself: read it after that.
+  if (acting) { last = Date.now(); queueChanged(); return; }
   last = Date.now();
+  const ticket = ++tickets;
   try {
-    render(await api('GET', '/v1/queue'));
+    show(ticket, await api('GET', '/v1/queue'));
   } catch (e) {
     if (e.status !== 401) announce('Could not read the queue: ' + e.message);
   }
@@ -46,14 +59,17 @@ $('q-toggle').addEventListener('click', async (ev) => {
   const b = ev.currentTarget;
   const action = paused ? 'resume' : 'pause';
   b.disabled = true;
+  acting = true;
+  const ticket = ++tickets;
   try {
     const q = await api('POST', '/v1/queue/' + action);
-    render(q);
+    show(ticket, q);
     last = Date.now();
     announce(q.paused ? 'Queue paused: no new jobs start.' : 'Queue resumed.');
   } catch (e) {
     if (e.status !== 401) announce(`Could not ${action} the queue: ${e.message}`);
   } finally {
+    acting = false;
     b.disabled = false;
   }
 });

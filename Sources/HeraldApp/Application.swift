@@ -150,7 +150,10 @@ public struct Application: Sendable {
                 perIPConnectionLimit: configuration.maxConnectionsPerIP,
                 connectionTimeout: configuration.connectionTimeout,
                 tls: tls,
-                trustedProxies: TrustedProxies(configuration.trustedProxies)
+                trustedProxies: TrustedProxies(configuration.trustedProxies),
+                // Request lines in the log's format, buffered off the HTTP thread; none below `info`.
+                accessLog: configuration.logLevel <= .info
+                    ? AccessLog(format: configuration.logFormat == .json ? .json : .text, label: logger.label) : nil
             ),
             logger: logger,
             onListening: onListening

@@ -34,6 +34,9 @@ public struct ServerConfiguration: Sendable {
     public var tls: TLS?
     /// Peers whose `X-Forwarded-For` names the client (for ``Request/remoteAddress``); none by default.
     public var trustedProxies: TrustedProxies
+    /// Where each request's line goes (at the logger's `info` level): buffered and written by the server's run loop.
+    /// Without one, lines go through the logger, one `logger.info` per request.
+    public var accessLog: AccessLog?
 
     /// A certificate chain and its private key, PEM text.
     public struct TLS: Sendable, Hashable {
@@ -61,7 +64,8 @@ public struct ServerConfiguration: Sendable {
         maxHeaderSize: Int = 16 << 10,
         connectionMemoryLimit: Int = 32 << 10,
         tls: TLS? = nil,
-        trustedProxies: TrustedProxies = TrustedProxies()
+        trustedProxies: TrustedProxies = TrustedProxies(),
+        accessLog: AccessLog? = nil
     ) {
         self.host = host
         self.port = port
@@ -75,5 +79,6 @@ public struct ServerConfiguration: Sendable {
         self.connectionMemoryLimit = connectionMemoryLimit
         self.tls = tls
         self.trustedProxies = trustedProxies
+        self.accessLog = accessLog
     }
 }

@@ -180,6 +180,13 @@ final class Daemon: Sendable {
         meter.duration.record(duration: elapsed)
         guard logger.logLevel <= .info else { return }
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+        if let accessLog = configuration.accessLog {
+            accessLog.record(
+                AccessLog.Entry(
+                    method: method.rawValue, path: path, status: status, bytes: bytes, microseconds: Int(micros), requestID: requestID,
+                    client: client, termination: termination == .REQUEST_TERMINATED_COMPLETED_OK ? nil : Int(termination.rawValue)))
+            return
+        }
         // One literal with every member: added one by one, the dictionary grows and rehashes on the way.
         var metadata: Logger.Metadata = [
             "method": "\(method.rawValue)", "path": "\(path)", "status": "\(statusLabel)",

@@ -47,12 +47,15 @@ public actor Server: Service {
         await onListening(daemon.port)
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await daemon.connections.closeOverdueUntilCancelled() }
+            if let accessLog = configuration.accessLog { group.addTask { await accessLog.flushUntilCancelled() } }
             // Returns on graceful shutdown; throws when cancelled, and then in-flight handlers are cancelled too.
             try? await gracefulShutdown()
             group.cancelAll()
         }
         logger.info("stopping: no new connections; waiting for requests in flight")
         await daemon.shutdown()
+        // The lines of the requests that finished while draining.
+        configuration.accessLog?.flush()
         state = .stopped
         logger.info("stopped")
     }

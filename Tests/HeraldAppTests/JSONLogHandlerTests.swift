@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 import Logging
+import MicroHTTP
 import Testing
 
 @testable import HeraldApp
@@ -107,5 +108,34 @@ struct JSONLogHandlerTests {
         #expect(LogFormat(name: "yaml") == nil)
         #expect(LogFormat(name: "") == nil)
         #expect(HeraldConfiguration().logFormat == .text)
+    }
+
+    /// The access log writes its JSON lines itself, off the HTTP thread: byte for byte what this handler would write
+    /// for the same request's metadata, but for the timestamp's milliseconds.
+    @Test func accessLogLinesAreTheLinesThisHandlerWrites() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        defer {
+            close(ends[0])
+            close(ends[1])
+        }
+        let log = AccessLog(format: .json, label: "herald", descriptor: ends[1])
+        for path in ["/v1/jobs/abc", "/odd \"path\"\\\u{1}\u{8}\u{C}é"] {
+            log.record(
+                AccessLog.Entry(
+                    method: "POST", path: path[...], status: 202, bytes: 977, microseconds: 1234, requestID: "r1", client: "::1", termination: 3))
+            log.flush()
+            var bytes = [UInt8](repeating: 0, count: 4096)
+            let count = read(ends[0], &bytes, bytes.count)
+            let line = String(decoding: bytes.prefix(max(count, 0)), as: UTF8.self)
+            let metadata: Logger.Metadata = [
+                "method": "POST", "path": "\(path)", "status": "202", "bytes": "977", "duration_us": "1234", "request_id": "r1",
+                "client": "::1", "termination": "3",
+            ]
+            let expected = String(decoding: JSONLogHandler(label: "herald").line(for: Self.event("request", metadata: metadata), at: .now()), as: UTF8.self)
+            // The timestamps differ by the moment each was taken: compare from the level on.
+            func afterTimestamp(_ text: String) -> Substring { text[(text.range(of: #""level""#)?.lowerBound ?? text.startIndex)...] }
+            #expect(afterTimestamp(line) == afterTimestamp(expected))
+        }
     }
 }

@@ -1,0 +1,233 @@
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The access log: one line per request, in the same text or JSON shape as the process's other log lines, written
+/// into a buffer that the server's run loop writes out every 100 ms, never by the HTTP thread.
+///
+/// A request costs a line formatted straight into the buffer (no metadata dictionary, no `String` per field), under one
+/// uncontended lock that the writer holds only to swap buffers; the timestamp's text is made once a second. What the
+/// buffer holds when the process is killed (at most 100 ms of lines) is lost; a graceful shutdown writes it all.
+public final class AccessLog: Sendable {
+    /// The line's shape: the one swift-log's `StreamLogHandler` writes, or one JSON object (Herald's `--log-format json`).
+    public enum Format: Sendable {
+        /// `2026-11-24T09:11:25+0000 info herald: bytes=15 client=… duration_us=804 method=GET path=/healthz request_id=… status=200 [MicroHTTP] request`
+        case text
+        /// `{"timestamp":"2026-11-24T09:11:25.123Z","level":"info","label":"herald","message":"request","bytes":"15",…}`
+        case json
+    }
+
+    /// One request's fields, as the line says them.
+    public struct Entry: Sendable {
+        public var method: String
+        public var path: Substring
+        /// nil when no response was sent (`aborted`).
+        public var status: Int?
+        /// Body bytes sent; nil when unknown (`-`).
+        public var bytes: Int?
+        public var microseconds: Int
+        public var requestID: String
+        public var client: String?
+        /// libmicrohttpd's termination code when the request did not complete normally.
+        public var termination: Int?
+
+        public init(
+            method: String, path: Substring, status: Int?, bytes: Int?, microseconds: Int, requestID: String, client: String?, termination: Int?
+        ) {
+            self.method = method
+            self.path = path
+            self.status = status
+            self.bytes = bytes
+            self.microseconds = microseconds
+            self.requestID = requestID
+            self.client = client
+            self.termination = termination
+        }
+    }
+
+    private struct Buffer {
+        var bytes: [UInt8] = []
+        /// The second `prefix` was made for, and its text: the timestamp up to the seconds (JSON: with the `.`).
+        var second = -1
+        var prefix: [UInt8] = []
+    }
+
+    private let format: Format
+    private let label: String
+    private let descriptor: Int32
+    private let buffer = Mutex(Buffer())
+    /// The room each buffer starts with: a tick's lines at a few thousand requests a second.
+    private static let initialCapacity = 256 * 1024
+
+    /// A log of `format` lines labelled `label` (the logger's label, `herald`) written to `descriptor` (not owned).
+    public init(format: Format, label: String, descriptor: Int32 = STDOUT_FILENO) {
+        self.format = format
+        self.label = label
+        self.descriptor = descriptor
+        buffer.withLock { $0.bytes.reserveCapacity(Self.initialCapacity) }
+    }
+
+    /// Appends `entry`'s line.
+    public func record(_ entry: Entry) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        buffer.withLock { buffer in
+            if buffer.second != now.tv_sec {
+                buffer.second = now.tv_sec
+                buffer.prefix = Self.timestampPrefix(seconds: now.tv_sec, format: format)
+            }
+            switch format {
+            case .text: appendText(entry, to: &buffer)
+            case .json: appendJSON(entry, milliseconds: now.tv_nsec / 1_000_000, to: &buffer)
+            }
+        }
+    }
+
+    /// Writes out every line recorded so far (from the caller's thread; `write(2)` outside the lock).
+    public func flush() {
+        var lines = buffer.withLock { buffer -> [UInt8] in
+            guard !buffer.bytes.isEmpty else { return [] }
+            var taken: [UInt8] = []
+            taken.reserveCapacity(Self.initialCapacity)
+            swap(&taken, &buffer.bytes)
+            return taken
+        }
+        guard !lines.isEmpty else { return }
+        lines.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return  // Nowhere left to say so: lines are lost rather than the server stopped.
+                }
+                offset += written
+            }
+        }
+        lines.removeAll()
+    }
+
+    /// Flushes every `interval` until the task is cancelled, then once more.
+    public func flushUntilCancelled(every interval: Duration = .milliseconds(100)) async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: interval)
+            flush()
+        }
+        flush()
+    }
+
+    // MARK: Lines
+
+    private func appendText(_ entry: Entry, to buffer: inout Buffer) {
+        buffer.bytes.append(contentsOf: buffer.prefix)
+        buffer.bytes.append(contentsOf: " info ".utf8)
+        buffer.bytes.append(contentsOf: label.utf8)
+        buffer.bytes.append(contentsOf: ": bytes=".utf8)
+        if let bytes = entry.bytes { Self.appendDecimal(bytes, to: &buffer.bytes) } else { buffer.bytes.append(UInt8(ascii: "-")) }
+        buffer.bytes.append(contentsOf: " client=".utf8)
+        buffer.bytes.append(contentsOf: (entry.client ?? "-").utf8)
+        buffer.bytes.append(contentsOf: " duration_us=".utf8)
+        Self.appendDecimal(entry.microseconds, to: &buffer.bytes)
+        buffer.bytes.append(contentsOf: " method=".utf8)
+        buffer.bytes.append(contentsOf: entry.method.utf8)
+        buffer.bytes.append(contentsOf: " path=".utf8)
+        buffer.bytes.append(contentsOf: entry.path.utf8)
+        buffer.bytes.append(contentsOf: " request_id=".utf8)
+        buffer.bytes.append(contentsOf: entry.requestID.utf8)
+        buffer.bytes.append(contentsOf: " status=".utf8)
+        if let status = entry.status { Self.appendDecimal(status, to: &buffer.bytes) } else { buffer.bytes.append(contentsOf: "aborted".utf8) }
+        if let termination = entry.termination {
+            buffer.bytes.append(contentsOf: " termination=".utf8)
+            Self.appendDecimal(termination, to: &buffer.bytes)
+        }
+        buffer.bytes.append(contentsOf: " [MicroHTTP] request\n".utf8)
+    }
+
+    /// The members in key order, every value a string: what `JSONLogHandler` writes for the same metadata.
+    private func appendJSON(_ entry: Entry, milliseconds: Int, to buffer: inout Buffer) {
+        buffer.bytes.append(contentsOf: buffer.prefix)
+        buffer.bytes.append(UInt8(ascii: "0") + UInt8(milliseconds / 100))
+        buffer.bytes.append(UInt8(ascii: "0") + UInt8(milliseconds / 10 % 10))
+        buffer.bytes.append(UInt8(ascii: "0") + UInt8(milliseconds % 10))
+        buffer.bytes.append(contentsOf: #"Z","level":"info","label":"#.utf8)
+        Self.appendJSONString(label[...], to: &buffer.bytes)
+        buffer.bytes.append(contentsOf: #","message":"request","bytes":""#.utf8)
+        if let bytes = entry.bytes { Self.appendDecimal(bytes, to: &buffer.bytes) } else { buffer.bytes.append(UInt8(ascii: "-")) }
+        buffer.bytes.append(contentsOf: #"","client":"#.utf8)
+        Self.appendJSONString((entry.client ?? "-")[...], to: &buffer.bytes)
+        buffer.bytes.append(contentsOf: #","duration_us":""#.utf8)
+        Self.appendDecimal(entry.microseconds, to: &buffer.bytes)
+        buffer.bytes.append(contentsOf: #"","method":"#.utf8)
+        Self.appendJSONString(entry.method[...], to: &buffer.bytes)
+        buffer.bytes.append(contentsOf: #","path":"#.utf8)
+        Self.appendJSONString(entry.path, to: &buffer.bytes)
+        buffer.bytes.append(contentsOf: #","request_id":"#.utf8)
+        Self.appendJSONString(entry.requestID[...], to: &buffer.bytes)
+        buffer.bytes.append(contentsOf: #","status":""#.utf8)
+        if let status = entry.status { Self.appendDecimal(status, to: &buffer.bytes) } else { buffer.bytes.append(contentsOf: "aborted".utf8) }
+        buffer.bytes.append(UInt8(ascii: "\""))
+        if let termination = entry.termination {
+            buffer.bytes.append(contentsOf: #","termination":""#.utf8)
+            Self.appendDecimal(termination, to: &buffer.bytes)
+            buffer.bytes.append(UInt8(ascii: "\""))
+        }
+        buffer.bytes.append(contentsOf: "}\n".utf8)
+    }
+
+    /// The timestamp's text up to the seconds: local time with its offset for text (as swift-log writes it), UTC with
+    /// the `.` before the milliseconds for JSON, behind `{"timestamp":"`.
+    static func timestampPrefix(seconds: Int, format: Format) -> [UInt8] {
+        var time = time_t(seconds)
+        var parts = tm()
+        var text = [CChar](repeating: 0, count: 64)
+        switch format {
+        case .text:
+            localtime_r(&time, &parts)
+            let count = strftime(&text, text.count, "%Y-%m-%dT%H:%M:%S%z", &parts)
+            return text.prefix(count).map { UInt8(bitPattern: $0) }
+        case .json:
+            gmtime_r(&time, &parts)
+            let count = strftime(&text, text.count, "%Y-%m-%dT%H:%M:%S.", &parts)
+            return Array(#"{"timestamp":""#.utf8) + text.prefix(count).map { UInt8(bitPattern: $0) }
+        }
+    }
+
+    static func appendDecimal(_ value: Int, to bytes: inout [UInt8]) {
+        if value < 0 {
+            bytes.append(UInt8(ascii: "-"))
+            appendDecimal(0 - value, to: &bytes)
+            return
+        }
+        if value >= 10 { appendDecimal(value / 10, to: &bytes) }
+        bytes.append(UInt8(ascii: "0") + UInt8(value % 10))
+    }
+
+    /// `text` as a JSON string literal, escaped as `JSONWriter` escapes (so a line equals `JSONLogHandler`'s).
+    static func appendJSONString(_ text: Substring, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
+            case UInt8(ascii: "\n"): bytes.append(contentsOf: #"\n"#.utf8)
+            case UInt8(ascii: "\r"): bytes.append(contentsOf: #"\r"#.utf8)
+            case UInt8(ascii: "\t"): bytes.append(contentsOf: #"\t"#.utf8)
+            case 0x08: bytes.append(contentsOf: #"\b"#.utf8)
+            case 0x0C: bytes.append(contentsOf: #"\f"#.utf8)
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: #"\u00"#.utf8)
+                bytes.append(hex[Int(byte >> 4)])
+                bytes.append(hex[Int(byte & 0xF)])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
