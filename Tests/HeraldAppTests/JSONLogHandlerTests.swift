@@ -132,7 +132,8 @@ struct JSONLogHandlerTests {
                 "method": "POST", "path": "\(path)", "status": "202", "bytes": "977", "duration_us": "1234", "request_id": "r1",
                 "client": "::1", "termination": "3",
             ]
-            let expected = String(decoding: JSONLogHandler(label: "herald").line(for: Self.event("request", metadata: metadata), at: .now()), as: UTF8.self)
+            let expected = String(
+                decoding: JSONLogHandler(label: "herald").line(for: Self.event("request", metadata: metadata), at: .now()), as: UTF8.self)
             // The timestamps differ by the moment each was taken: compare from the level on.
             func afterTimestamp(_ text: String) -> Substring { text[(text.range(of: #""level""#)?.lowerBound ?? text.startIndex)...] }
             #expect(afterTimestamp(line) == afterTimestamp(expected))

@@ -55,7 +55,8 @@ struct AccessLogTests {
         #expect(lines[0].range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} "#, options: .regularExpression) != nil, "\(lines[0])")
         #expect(
             lines[0].drop { $0 != " " }
-                == " info herald: bytes=814 client=127.0.0.1 duration_us=41 method=GET path=/v1/jobs/abc request_id=f93d2 status=200 [MicroHTTP] request")
+                == " info herald: bytes=814 client=127.0.0.1 duration_us=41 method=GET path=/v1/jobs/abc request_id=f93d2 status=200 [MicroHTTP] request"
+        )
         #expect(
             lines[1].drop { $0 != " " }
                 == " info herald: bytes=- client=- duration_us=41 method=GET path=/v1/jobs/abc request_id=f93d2 status=aborted termination=2 [MicroHTTP] request"
