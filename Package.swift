@@ -73,6 +73,7 @@ let package = Package(
                 // The SQLite C API, for the status poll's read (JobStatusReader).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings,
             plugins: ["EmbedFiles"]

@@ -4,7 +4,8 @@
 Every pair is run alternately (A B C A B C ...) for --rounds rounds on this machine, loopback only; the
 table gives medians with min and max, and ratios of medians. Release builds use their own scratch paths.
 
-  1. HTTP status poll: wrk on GET /v1/jobs/{id} (a job with 4 uploads) against Herald, the Hummingbird
+  1. HTTP status poll: wrk on GET /v1/jobs/{id} (a job with 4 uploads) against Herald at its default log level
+     (info: access log on, to a file) and at --log-level warning (a second server on a copy of its data), the Hummingbird
      baseline (Benchmarks/hummingbird-baseline) reading the same database, a C libmicrohttpd server doing the
      same read and JSON (Benchmarks/c-status, its body checked byte for byte against Herald's), and the C
      libmicrohttpd limit (Benchmarks/c-hello) answering the same bytes as a constant body; and, in C, the SQLite
@@ -21,6 +22,9 @@ table gives medians with min and max, and ratios of medians. Release builds use 
   6. Ingest: POST /v1/media of 1 GiB (one streaming curl upload) into Herald and into a C libmicrohttpd server
      that streams the body to a file and fsyncs it (Benchmarks/c-ingest; also with --sha256, Herald's hashing),
      on the data disk and on tmpfs; MB/s and server CPU seconds per GiB.
+  7. Publish path: 200 posts x 4 media of 100 bytes by 8 clients, Herald's defaults (file store), from the first
+     POST /v1/posts to the last job succeeded: posts/s, job p50/p90, durable commits (GET /metrics) and fsyncs
+     (strace, on a second untimed run) per post.
 
 Raw outputs go to Benchmarks/out/. Every process and every wrk run has a hard time limit.
 """
@@ -28,6 +32,7 @@ Raw outputs go to Benchmarks/out/. Every process and every wrk run has a hard ti
 import argparse
 import datetime
 import json
+import math
 import os
 import re
 import shutil
@@ -42,6 +47,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -125,12 +131,14 @@ def free_port():
 KEYS = {}
 
 
-def herald_serve(binaries, data, port, *flags):
-    """`herald serve` on 127.0.0.1:port with an admin key made for it, and no per-key rate limit: the load would pass it."""
+def herald_serve(binaries, data, port, *flags, log_level="warning"):
+    """`herald serve` on 127.0.0.1:port with an admin key made for it, and no per-key rate limit: the load would pass it.
+    `log_level` "warning" (the default here) leaves the access log out; "info" is `herald serve`'s own default, access
+    log on (its lines go to the server's stdout, which Server sends to a file in Benchmarks/out/)."""
     created = subprocess.run([binaries["herald"], "keys", "create", "--name", "bench", "--scope", "admin", "--data-dir", data],
                              capture_output=True, text=True, check=True, timeout=60)
     KEYS[port] = created.stdout.split("\n", 1)[0]
-    return [binaries["herald"], "serve", "--port", str(port), "--data-dir", data, "--log-level", "warning", "--rate-limit", "0", *flags]
+    return [binaries["herald"], "serve", "--port", str(port), "--data-dir", data, "--log-level", log_level, "--rate-limit", "0", *flags]
 
 
 def authorization(url):
@@ -225,15 +233,39 @@ def cell(values, digits=0):
 # MARK: 1. HTTP status poll
 
 HERALD = "Herald"
+HERALD_QUIET = "Herald (--log-level warning)"
 HUMMINGBIRD = "Hummingbird 2 + GRDB"
 C_STATUS = "C libmicrohttpd + SQLite (same read and JSON)"
 C_LIMIT = "C libmicrohttpd (constant body)"
 
 
+def copy_data_directory(source):
+    """A copy of a running Herald's data directory for a second server (two cannot share one: herald.lock): every
+    file but the lock and the database as it is, and the database through SQLite's online backup, one consistent
+    snapshot whatever the running server writes meanwhile (a plain copy of herald.sqlite and its -wal could catch a
+    commit half written)."""
+    target = tempfile.mkdtemp(prefix="herald-bench-")
+
+    def skipped(directory, names):
+        return [name for name in names if name == "herald.lock" or name.startswith("herald.sqlite")] if directory == source else []
+
+    shutil.copytree(source, target, ignore=skipped, dirs_exist_ok=True)
+    original = sqlite3.connect(f"file:{os.path.join(source, 'herald.sqlite')}?mode=ro", uri=True)
+    copy = sqlite3.connect(os.path.join(target, "herald.sqlite"))
+    try:
+        original.backup(copy)
+    finally:
+        copy.close()
+        original.close()
+    return target
+
+
 def status_poll(binaries, rounds, seconds):
     data = tempfile.mkdtemp(prefix="herald-bench-")
-    herald = Server("herald-poll", herald_serve(binaries, data, herald_port := free_port()), herald_port)
+    # `herald serve`'s default log level, info: one access log line a request, to a file as a container's log would go.
+    herald = Server("herald-poll", herald_serve(binaries, data, herald_port := free_port(), log_level="info"), herald_port)
     servers = [herald]
+    directories = [data]
     try:
         media = []
         for index in range(4):
@@ -250,6 +282,16 @@ def status_poll(binaries, rounds, seconds):
         _, herald_body = http("GET", herald.url(path))
         sizes = {HERALD: len(herald_body)}
         targets = [(HERALD, herald)]
+        # The same job at --log-level warning (no access log): a second Herald on a copy of the first one's data
+        # directory, taken once the job has succeeded, so that it answers the same job with the same bytes.
+        quiet_data = copy_data_directory(data)
+        directories.append(quiet_data)
+        quiet = Server("herald-poll-warning", herald_serve(binaries, quiet_data, port := free_port()), port)
+        servers.append(quiet)
+        _, quiet_body = http("GET", quiet.url(path))
+        assert quiet_body == herald_body, f"the second Herald answers the first one's bytes:\n{herald_body!r}\n{quiet_body!r}"
+        sizes[HERALD_QUIET] = len(quiet_body)
+        targets.append((HERALD_QUIET, quiet))
         if os.access(binaries["baseline"], os.X_OK):
             baseline = Server("baseline-poll", [binaries["baseline"], "--db", database, "--host", "127.0.0.1", "--port", str(port := free_port())], port, ready_path=path)
             servers.append(baseline)
@@ -288,6 +330,8 @@ def status_poll(binaries, rounds, seconds):
     finally:
         for server in servers:
             server.stop()
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 # MARK: 2. Post creation
@@ -671,6 +715,241 @@ def ingest_place(binaries, rounds, size, body, root, place):
             shutil.rmtree(directory, ignore_errors=True)
 
 
+# MARK: 7. Publish path
+
+
+PUBLISH_CLIENTS = 8
+PUBLISH_MEDIA_PER_POST = 4
+PUBLISH_MEDIA_BYTES = 100
+SYNC_CALLS = ["fsync", "fdatasync", "sync_file_range"]
+
+
+def small_png(index):
+    """PUBLISH_MEDIA_BYTES bytes: the PNG signature, the index (every medium distinct), filler."""
+    head = PNG[:8] + index.to_bytes(4, "big")
+    return head + bytes([index % 251]) * (PUBLISH_MEDIA_BYTES - len(head))
+
+
+def upload_small(server, count, clients=PUBLISH_CLIENTS):
+    """`count` small PNGs, posted by `clients` threads (not timed): their ids, in order."""
+    ids = [None] * count
+    errors = []
+
+    def client(first):
+        try:
+            for index in range(first, count, clients):
+                ids[index] = json.loads(http("POST", server.url("/v1/media"), small_png(index), "image/png")[1])["id"]
+        except Exception as error:  # reported below, in the driver's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=client, args=(first,), daemon=True) for first in range(clients)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 300
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    if errors or any(thread.is_alive() for thread in threads):
+        raise RuntimeError(f"uploading {count} media failed: {errors[:1] or 'out of time'}")
+    return ids
+
+
+class KeptAlive:
+    """One client thread's keep-alive connection to a Herald under test (http.client reopens it after a close)."""
+
+    def __init__(self, server):
+        self.server = server
+        self.connection = HTTPConnection("127.0.0.1", server.port, timeout=40)
+
+    def request(self, method, path, body=None):
+        headers = {"Authorization": authorization(self.server.url(path))}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        self.connection.request(method, path, body=body, headers=headers)
+        response = self.connection.getresponse()
+        data = response.read()
+        if response.status >= 300:
+            raise RuntimeError(f"{method} {path}: {response.status} {data[:300]!r}")
+        return json.loads(data)
+
+    def close(self):
+        self.connection.close()
+
+
+def publish_workload(server, media, posts, clients=PUBLISH_CLIENTS, limit=900):
+    """`posts` posts of PUBLISH_MEDIA_PER_POST media each, created by `clients` threads as fast as they can (each its
+    share, one after the other, on a keep-alive connection), then each thread long-polls its jobs (`GET
+    /v1/jobs/{id}?wait=30`, ten at most a job) until done. Returns (seconds from the first POST /v1/posts sent to
+    the last job seen done, [the job objects as last seen])."""
+    start = threading.Barrier(clients + 1)
+    sent = [None] * clients
+    seen = [None] * clients
+    jobs = [None] * posts
+    errors = []
+
+    def client(number):
+        connection = KeptAlive(server)
+        try:
+            start.wait(timeout=60)
+            mine = list(range(number, posts, clients))
+            ids = {}
+            sent[number] = time.monotonic()
+            for index in mine:
+                chosen = media[index * PUBLISH_MEDIA_PER_POST : (index + 1) * PUBLISH_MEDIA_PER_POST]
+                body = json.dumps({"text": f"benchmark {index}", "media_ids": chosen}).encode()
+                ids[index] = connection.request("POST", "/v1/posts", body)["job"]["id"]
+            for index in mine:
+                for _ in range(10):  # ?wait= holds up to 30 s: ten bound a job's wait at five minutes
+                    job = connection.request("GET", f"/v1/jobs/{ids[index]}?wait=30")
+                    if job["done"]:
+                        break
+                jobs[index] = job
+            seen[number] = time.monotonic()
+        except Exception as error:  # reported below, in the driver's thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=client, args=(number,), daemon=True) for number in range(clients)]
+    for thread in threads:
+        thread.start()
+    start.wait(timeout=60)
+    deadline = time.monotonic() + limit
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    if errors or any(thread.is_alive() for thread in threads):
+        raise RuntimeError(f"the publish workload failed: {errors[:1] or f'not done within {limit} s'}")
+    not_succeeded = [job for job in jobs if job["state"] != "succeeded"]
+    assert not not_succeeded, f"{len(not_succeeded)} jobs did not succeed, e.g. {not_succeeded[0]}"
+    return max(seen) - min(sent), jobs
+
+
+def commit_counts(server):
+    """(durable, relaxed) commits from `herald_database_commits_total` in GET /metrics (a series without a `durable`
+    label counts as durable), or None when the binary has no such metric."""
+    text = http("GET", server.url("/metrics"))[1].decode()
+    counts, found = [0.0, 0.0], False
+    for line in text.splitlines():
+        match = re.match(r"herald_database_commits_total(?:\{(.*)\})?\s+(\S+)", line)
+        if match:
+            found = True
+            relaxed = re.search(r'durable="(false|0)"', match.group(1) or "") is not None
+            counts[1 if relaxed else 0] += float(match.group(2))
+    return tuple(counts) if found else None
+
+
+def tasks_traced_by(pid, tracer):
+    """Whether every thread of `pid` has `tracer` as its TracerPid."""
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            status = open(f"/proc/{pid}/task/{task}/status").read()
+            if int(re.search(r"TracerPid:\s+(\d+)", status).group(1)) != tracer:
+                return False
+        return True
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def store_kind(path, data):
+    """What a synced descriptor is, from its path as strace -y prints it."""
+    if path.endswith("-wal"):
+        return "WAL"
+    if path.endswith("herald.sqlite"):
+        return "database"
+    if path.startswith(os.path.join(data, "objects")):
+        return "objects (the file store)"
+    if path.startswith(os.path.join(data, "staging")):
+        return "staging"
+    return "other"
+
+
+def traced_syncs(server, data, workload, label):
+    """Runs `workload()` with strace attached to every thread of the server (`-f -C -y`: the summary of
+    SYNC_CALLS, and each call with its descriptor's path), detached right after. ({call: count}, {kind: count}), or
+    a string saying why there is no count (no strace, or no ptrace here): then the workload is not run."""
+    if not shutil.which("strace"):
+        return "no strace (apt-get install strace)"
+    output = os.path.join(OUT, f"strace-{label}.txt")
+    command = ["strace", "-f", "-C", "-y", "-e", f"trace={','.join(SYNC_CALLS)}", "-o", output, "-p", str(server.process.pid)]
+    log(" ".join(command))
+    tracer = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not tasks_traced_by(server.process.pid, tracer.pid):
+            if tracer.poll() is not None or time.monotonic() > deadline:
+                return f"strace did not attach to {server.name} (exit status {tracer.poll()}; is ptrace allowed?)"
+            time.sleep(0.05)
+        workload()
+    finally:
+        if tracer.poll() is None:
+            tracer.send_signal(signal.SIGINT)  # detaches and writes the summary
+        try:
+            tracer.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            tracer.kill()
+            tracer.wait()
+    text = open(output).read()
+    calls = dict.fromkeys(SYNC_CALLS, 0)
+    for line in text.splitlines():  # the summary: % time, seconds, usecs/call, calls, [errors,] syscall
+        fields = line.split()
+        if len(fields) in (5, 6) and fields[-1] in calls and fields[3].isdigit():
+            calls[fields[-1]] = int(fields[3])
+    kinds = {}
+    for match in re.finditer(rf"\b(?:{'|'.join(SYNC_CALLS)})\((\d+)<([^>]*)>", text):
+        kind = store_kind(match.group(2), data)
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return calls, kinds
+
+
+def percentile(values, fraction):
+    """Nearest rank."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(len(ordered) * fraction) - 1))]
+
+
+def publish_path(binaries, rounds, posts):
+    """Issue 18's P7: `posts` posts x 4 media of 100 bytes by 8 clients against Herald's defaults (file store under
+    its data directory, 8 workers, 4 uploads at once), from POST /v1/posts to every job succeeded; then the same
+    again under strace (not timed) for the fsyncs. A fresh data directory each round."""
+    runs = []
+    for round_index in range(rounds):
+        data = tempfile.mkdtemp(prefix="herald-bench-")
+        herald = Server("herald-publish", herald_serve(binaries, data, port := free_port(), log_level="info"), port, ready_path="/readyz")
+        try:
+            log(f"publish path, round {round_index + 1}/{rounds}: uploading {posts * PUBLISH_MEDIA_PER_POST} media (not timed)")
+            media = upload_small(herald, posts * PUBLISH_MEDIA_PER_POST)
+            before = commit_counts(herald)
+            log(f"publish path, round {round_index + 1}/{rounds}: {posts} posts by {PUBLISH_CLIENTS} clients, timed")
+            cpu_before = herald.cpu_seconds()
+            seconds, jobs = publish_workload(herald, media, posts)
+            cpu = herald.cpu_seconds() - cpu_before
+            after = commit_counts(herald)
+            durations = [timestamp(job["finished_at"]) - timestamp(job["started_at"]) for job in jobs]
+            run = {
+                "rate": posts / seconds,
+                "p50_ms": statistics.median(durations) * 1000,
+                "p90_ms": percentile(durations, 0.9) * 1000,
+                "cpu_ms": cpu / posts * 1000,
+                "commits": None if before is None or after is None else (after[0] - before[0]) / posts,
+                "relaxed": None if before is None or after is None else (after[1] - before[1]) / posts,
+            }
+            log(f"publish path, round {round_index + 1}/{rounds}: the same again under strace (not timed)")
+            media = upload_small(herald, posts * PUBLISH_MEDIA_PER_POST)
+            traced = traced_syncs(herald, data, lambda: publish_workload(herald, media, posts), f"publish-{round_index + 1}")
+            if isinstance(traced, str):
+                log(f"publish path: no fsync count: {traced}")
+                run["fsyncs"] = traced
+            else:
+                calls, kinds = traced
+                run["fsyncs"] = sum(calls.values()) / posts
+                run["calls"] = {call: count / posts for call, count in calls.items()}
+                run["kinds"] = {kind: count / posts for kind, count in kinds.items()}
+            runs.append(run)
+        finally:
+            herald.stop()
+            shutil.rmtree(data, ignore_errors=True)
+    return {"posts": posts, "runs": runs}
+
+
 # MARK: Report
 
 
@@ -688,7 +967,7 @@ def verdict(ratio, target, at_least=True):
     return f"{ratio:.2f}× ({'≥' if at_least else '≤'} {target} {'met' if met else 'MISSED'})"
 
 
-def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=None):
+def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=None, published=None):
     lines = [
         "# Benchmarks",
         "",
@@ -717,11 +996,25 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
         read = statistics.median(reads)
         floor = cpu[C_LIMIT] + read
         lines.append("")
-        if HUMMINGBIRD in median:
-            lines.append(f"- Herald / Hummingbird 2: {verdict(median[HERALD] / median[HUMMINGBIRD], 2.0)}")
+        heralds = [(HERALD, "Herald (info, access log on)"), (HERALD_QUIET, "Herald (--log-level warning, no access log)")]
+        for name, label in heralds:
+            ratios = []
+            if HUMMINGBIRD in median:
+                ratios.append(f"/ Hummingbird 2 {verdict(median[name] / median[HUMMINGBIRD], 2.0)}")
+            ratios.append(f"/ C same read {verdict(median[name] / median[C_STATUS], 0.8)}")
+            ratios.append(f"/ C limit {verdict(median[name] / median[C_LIMIT], 0.5)}")
+            lines.append(f"- {label}: " + "; ".join(ratios))
+        # Paired by round (the two Heralds run back to back in each round), and as the difference of the medians.
+        differences = [loud["cpu_us"] - quiet["cpu_us"] for loud, quiet in zip(results[HERALD], results[HERALD_QUIET])]
+        cost = cpu[HERALD] - cpu[HERALD_QUIET]
         lines += [
-            f"- Herald / C same read: {verdict(median[HERALD] / median[C_STATUS], 0.8)}",
-            f"- Herald / C limit: {verdict(median[HERALD] / median[C_LIMIT], 0.5)}",
+            f"- access log cost = CPU µs/request at info − at warning: {cost:.1f} µs "
+            f"({'met' if cost <= 3 else 'MISSED'}, limit ≤ 3 µs); per round {', '.join(f'{d:.1f}' for d in differences)} µs",
+            "",
+            "Herald runs twice: at `herald serve`'s default log level, info (one access log line a request, on its stdout, "
+            "which goes to a file, `Benchmarks/out/herald-poll.log`, as a container's log would), and at `--log-level "
+            "warning` (no access log line), a second server on a copy of the first one's data directory taken once the "
+            "job had succeeded (SQLite's online backup), so that both answer the same job with the same bytes.",
             "",
             "The C same-read server (`Benchmarks/c-status`) answers the poll as Herald does, on the same daemon "
             "flags and one polling thread: JobStatusReader's statement on Herald's file (one read-only connection "
@@ -731,7 +1024,8 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
             f"run by C on the same file (`Benchmarks/sqlite-read`): {cell(reads, 1)} µs CPU a read. A server that "
             f"reads the job for each poll costs at least the C limit plus that read, {floor:.1f} µs a request: at most "
             f"{cpu[C_LIMIT] / floor:.2f}× the C limit's rate when the server's CPU is the bottleneck. The C same-read "
-            f"server spends {cpu[C_STATUS]:.1f} µs, Herald {cpu[HERALD]:.1f} µs, {cpu[HERALD] / floor:.1f}× that floor.",
+            f"server spends {cpu[C_STATUS]:.1f} µs, Herald {cpu[HERALD]:.1f} µs at info ({cpu[HERALD] / floor:.1f}× that floor) and "
+            f"{cpu[HERALD_QUIET]:.1f} µs at warning ({cpu[HERALD_QUIET] / floor:.1f}×).",
             "",
         ]
     if posts:
@@ -834,10 +1128,58 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
                     f"CPU s/GiB {cpu[INGEST_HERALD] / max(cpu[INGEST_C_SHA], 1e-9):.2f}×"
                 )
             lines.append("")
+    if published:
+        runs, count = published["runs"], published["posts"]
+        commits = [r["commits"] for r in runs if r["commits"] is not None]
+        relaxed = [r["relaxed"] for r in runs if r["relaxed"] is not None]
+        rate = statistics.median(r["rate"] for r in runs)
+        untraced = next((r["fsyncs"] for r in runs if isinstance(r["fsyncs"], str)), None)
+        lines += [
+            f"## 7. Publish path: {count} posts × {PUBLISH_MEDIA_PER_POST} media of {PUBLISH_MEDIA_BYTES} bytes, file store, "
+            f"{PUBLISH_CLIENTS} clients, end to end",
+            "",
+            "| posts/s | job p50 ms | job p90 ms | durable commits/post | fsyncs/post | server CPU ms/post |",
+            "|---|---|---|---|---|---|",
+            f"| {cell([r['rate'] for r in runs], 1)} | {cell([r['p50_ms'] for r in runs], 1)} | {cell([r['p90_ms'] for r in runs], 1)} | "
+            f"{cell(commits, 2) if commits else 'n/a'} | {'n/a' if untraced else cell([r['fsyncs'] for r in runs], 2)} | "
+            f"{cell([r['cpu_ms'] for r in runs], 2)} |",
+            "",
+            f"- posts/s: {rate:.1f} ({'met' if rate >= 300 else 'MISSED'}, target ≥ 300)",
+        ]
+        if commits:
+            median = statistics.median(commits)
+            lines.append(f"- durable commits/post: {median:.2f} ({'met' if median <= 4 else 'MISSED'}, target ≤ 4)"
+                         + (f"; relaxed commits (no fsync of their own)/post: {cell(relaxed, 2)}" if relaxed else ""))
+        else:
+            lines.append("- durable commits/post: n/a (this binary has no `herald_database_commits_total`; target ≤ 4)")
+        if untraced:
+            lines.append(f"- fsyncs/post: n/a ({untraced})")
+        else:
+            calls = ", ".join(f"{call} {cell([r['calls'][call] for r in runs], 2)}" for call in SYNC_CALLS)
+            kinds = sorted({kind for r in runs for kind in r["kinds"]})
+            by_kind = ", ".join(f"{kind} {cell([r['kinds'].get(kind, 0.0) for r in runs], 2)}" for kind in kinds)
+            lines.append(f"- fsyncs/post by call: {calls}; by file: {by_kind or 'none'} (the WAL's: SQLite's durable "
+                         "commits, and its checkpoints)")
+        lines += [
+            "",
+            f"`herald serve`'s defaults (file store `file://<data-dir>/objects`, 8 workers, 4 uploads at once, log level "
+            f"info) but `--rate-limit 0`; a fresh data directory each round. {count * PUBLISH_MEDIA_PER_POST} media of "
+            f"{PUBLISH_MEDIA_BYTES} bytes (PNG signature, filler) are uploaded first, not timed (each one's ingest is its "
+            f"own durable write). Then {PUBLISH_CLIENTS} client threads, each on one keep-alive connection, create "
+            f"{count} posts in all (`POST /v1/posts`, {PUBLISH_MEDIA_PER_POST} media each) as fast as they can, then "
+            "long-poll their jobs (`GET /v1/jobs/{id}?wait=30`). posts/s: posts over the time from the first `POST "
+            "/v1/posts` sent to the last job seen `succeeded`; job duration: `finished_at − started_at` of each job "
+            "(p50 and p90 of the round's jobs); server CPU: utime + stime around the timed run, per post. Durable "
+            "commits: `herald_database_commits_total{durable=\"true\"}` from `GET /metrics` before and after the timed "
+            f"run, over {count}. fsyncs: the same workload again on the same server (new media, not timed) with `strace "
+            f"-f -C -y -e trace={','.join(SYNC_CALLS)} -p PID` attached to every thread of the server for its duration, "
+            f"every call of every thread counted (the summary), over {count}; raw output in `Benchmarks/out/strace-*.txt`.",
+            "",
+        ]
     return "\n".join(lines)
 
 
-MEASUREMENTS = ["poll", "posts", "parallel", "cancel", "memory", "ingest"]
+MEASUREMENTS = ["poll", "posts", "parallel", "cancel", "memory", "ingest", "publish"]
 
 
 def main():
@@ -848,6 +1190,7 @@ def main():
     parser.add_argument("--output", default=os.path.join(ROOT, "BENCHMARKS.md"), help="the report (default BENCHMARKS.md: with --only, it holds only those parts)")
     parser.add_argument("--ingest-mib", type=int, default=1024, choices=range(1, 4097), metavar="1..4096", help="the ingested body, MiB (default 1024)")
     parser.add_argument("--data-disk", default=tempfile.gettempdir(), help="where ingest's data directories go on disk (default the temporary directory)")
+    parser.add_argument("--publish-posts", type=int, default=200, choices=range(8, 2001), metavar="8..2000", help="posts of the publish path (default 200)")
     parser.add_argument("--skip-swift-build", action="store_true", help="use the Herald (HERALD_BIN, else .build-release) and baseline built before; build only the C programs")
     args = parser.parse_args()
     only = set(args.only or MEASUREMENTS)
@@ -858,7 +1201,8 @@ def main():
     cancels = cancel_latency(binaries) if "cancel" in only else None
     rss = memory(binaries) if "memory" in only else None
     ingested = ingest(binaries, args.rounds, args.ingest_mib << 20, args.data_disk) if "ingest" in only else None
-    text = report(args, poll, posts, parallel, cancels, rss, ingested)
+    published = publish_path(binaries, args.rounds, args.publish_posts) if "publish" in only else None
+    text = report(args, poll, posts, parallel, cancels, rss, ingested, published)
     notes = os.path.join(BENCH, "notes.md")  # what profiling found, kept by hand next to the numbers
     if os.path.exists(notes):
         text += "\n" + open(notes).read()

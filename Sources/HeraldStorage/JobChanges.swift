@@ -177,14 +177,47 @@ struct ChangedJobs {
 
 extension Storage {
     /// One write transaction; the jobs it changed are announced (``JobChanges``) once it has committed.
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) async throws -> T {
-        let (value, changes, wroteDeliveries) = try await pool.write { db in
+    ///
+    /// - Parameter durable: When false, the commit is not synced to disk by itself (`synchronous = NORMAL` for this
+    ///   transaction): it becomes durable with the next durable commit, which syncs the write-ahead log it follows in,
+    ///   and a crash before that loses it, and only it and what came after it (the log is replayed in order). For
+    ///   what a crash may forget because it is done again anyway: an upload's state (a crash re-uploads; object keys
+    ///   are deterministic). Everything a 2xx answers for is durable.
+    func write<T: Sendable>(durable: Bool = true, _ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) async throws -> T {
+        let (value, changes, wroteDeliveries) = try await (durable ? pool.write(transaction(body)) : relaxedWrite(transaction(body)))
+        self.changes.publish(changes)
+        if wroteDeliveries { self.changes.publishDeliveries() }
+        return value
+    }
+
+    private func transaction<T: Sendable>(
+        _ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T
+    ) -> @Sendable (Database) throws -> (T, [JobChange], Bool) {
+        { db in
             var changed = ChangedJobs()
             let value = try body(db, &changed)
             return (value, try changed.read(db), changed.wroteDeliveries)
         }
-        self.changes.publish(changes)
-        if wroteDeliveries { self.changes.publishDeliveries() }
-        return value
+    }
+
+    /// `body` in a transaction committed with `synchronous = NORMAL`, FULL again right after on the one writer.
+    private func relaxedWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.writeWithoutTransaction { [commits] db in
+            // The setting is read at commit: it must be changed outside the transaction.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            commits.relaxed.store(true, ordering: .relaxed)
+            defer {
+                commits.relaxed.store(false, ordering: .relaxed)
+                // Setting a pragma on an open connection does not fail; were it to, the next write would throw too.
+                try? db.execute(sql: "PRAGMA synchronous = FULL")
+            }
+            var value: T?
+            try db.inTransaction(.immediate) {
+                value = try body(db)
+                return .commit
+            }
+            guard let value else { throw CancellationError() }
+            return value
+        }
     }
 }

@@ -249,7 +249,8 @@ public struct JobRepository: Sendable {
         let progress = storage.uploadProgress
         if state == .uploading { progress.reset(jobID: jobID, mediaID: mediaID) }
         let bytesSent = progress.bytes(jobID: jobID, mediaID: mediaID)
-        _ = try await storage.write { db, changed in
+        // Not synced by itself: a crash that forgets it re-uploads (object keys are deterministic); the job's end is durable.
+        _ = try await storage.write(durable: false) { db, changed in
             try Transitions.updateUpload(
                 db, jobID: jobID, mediaID: mediaID, state: state, attempts: attempts, error: error, bytesSent: bytesSent, changed: &changed)
         }

@@ -38,6 +38,9 @@ public struct Storage: Sendable {
     /// The bytes running uploads have sent, kept in memory and laid over every job read.
     public let uploadProgress: UploadProgress
 
+    /// The writer's commits, durable and relaxed, as a metric.
+    let commits = CommitCounter()
+
     private init(pool: DatabasePool, path: String) {
         self.pool = pool
         self.path = path
@@ -66,6 +69,7 @@ public struct Storage: Sendable {
 
         let storage = Storage(pool: pool, path: path)
         try storage.migrate(logger: logger)
+        pool.add(transactionObserver: storage.commits, extent: .databaseLifetime)
         return storage
     }
 
