@@ -164,11 +164,14 @@ struct ChangedJobs {
     /// Each changed job's version and state as the transaction leaves them.
     func read(_ db: Database) throws -> [JobChange] {
         guard !ids.isEmpty else { return [] }
-        return try Row.fetchAll(
-            db,
-            sql: "SELECT id, version, state, cancel_requested FROM jobs WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
-            arguments: StatementArguments(ids)
-        ).map { row in
+        // One job is the common case (an upload's state, a claim, a commit): a statement prepared once, not parsed and
+        // authorized again after every write.
+        let statement =
+            ids.count == 1
+            ? try db.cachedStatement(sql: "SELECT id, version, state, cancel_requested FROM jobs WHERE id = ?")
+            : try db.makeStatement(
+                sql: "SELECT id, version, state, cancel_requested FROM jobs WHERE id IN (\(databaseQuestionMarks(count: ids.count)))")
+        return try Row.fetchAll(statement, arguments: StatementArguments(ids)).map { row in
             guard let state = JobState(rawValue: row["state"]) else { throw UnreadableRow(table: "jobs", id: row["id"]) }
             return JobChange(jobID: row["id"], version: row["version"], state: state, cancelRequested: (row["cancel_requested"] as Int) != 0)
         }
@@ -204,12 +207,12 @@ extension Storage {
     private func relaxedWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await pool.writeWithoutTransaction { [commits] db in
             // The setting is read at commit: it must be changed outside the transaction.
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
             commits.relaxed.store(true, ordering: .relaxed)
             defer {
                 commits.relaxed.store(false, ordering: .relaxed)
                 // Setting a pragma on an open connection does not fail; were it to, the next write would throw too.
-                try? db.execute(sql: "PRAGMA synchronous = FULL")
+                try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()
             }
             var value: T?
             try db.inTransaction(.immediate) {
