@@ -209,7 +209,9 @@ struct S3PublishFaultTests {
                 var latencies: [Duration] = []
                 for put in puts { latencies.append(await server.waitForClose(connection: put.connection) - cancelled) }
                 let slowest = try #require(latencies.max())
-                #expect(slowest < .seconds(1), "cancel to every connection closed took \(slowest)")
+                // The close comes from the cancel, not from a timeout (the upload's is 60 s): how fast is a benchmark's
+                // business (`make bench`, cancellation latency), not a pass/fail bound on a loaded machine.
+                #expect(slowest < .seconds(10), "cancel to every connection closed took \(slowest)")
                 print("cancel request to every upload's connection closed (3 hanging PUTs, over HTTP): \(slowest)")
 
                 let done = try await exchange(.GET, "\(base)/v1/jobs/\(job)?wait=10")

@@ -237,7 +237,8 @@ struct S3MediaStoreFaultTests {
                     let closed = await server.waitForClose(connection: request.connection)
                     let latency = closed - cancelled
                     try await group.waitForAll()
-                    #expect(latency < .seconds(1), "the server saw the connection close \(latency) after the cancel")
+                    // Closed by the cancel, not by a timeout or the end of the body; how fast is measured by `make bench`.
+                    #expect(latency < .seconds(10), "the server saw the connection close \(latency) after the cancel")
                     if case .stall = reaction {
                         let received = server.requests.first?.bodyLength ?? 0
                         #expect(received < staged.size, "the body was not sent to the end")
