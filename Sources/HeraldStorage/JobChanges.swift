@@ -43,7 +43,8 @@ public final class JobChanges: Sendable {
     private struct State {
         var generation: UInt64 = 0
         /// The generation of each job's last change (pruned to the most recent ones).
-        var lastChange: [JobID: UInt64] = [:]
+        /// Each recently changed job's last change: its generation, and whether it left the job done.
+        var lastChange: [JobID: (generation: UInt64, done: Bool)] = [:]
         var waiters: [UInt64: (jobID: JobID, continuation: CheckedContinuation<Void, Never>)] = [:]
         var nextToken: UInt64 = 0
         var observers: [@Sendable (JobChange) -> Void] = []
@@ -101,7 +102,7 @@ public final class JobChanges: Sendable {
             var woken: [CheckedContinuation<Void, Never>] = []
             for change in changes {
                 state.generation += 1
-                state.lastChange[change.jobID] = state.generation
+                state.lastChange[change.jobID] = (state.generation, change.state.isDone)
                 for (token, waiter) in state.waiters where waiter.jobID == change.jobID {
                     state.waiters[token] = nil
                     woken.append(waiter.continuation)
@@ -109,7 +110,7 @@ public final class JobChanges: Sendable {
             }
             if state.lastChange.count > 2 * Self.remembered {
                 let oldest = state.generation - UInt64(Self.remembered)
-                state.lastChange = state.lastChange.filter { $0.value > oldest }
+                state.lastChange = state.lastChange.filter { $0.value.generation > oldest }
             }
             return (woken, state.observers, Array(state.subscribers.values))
         }
@@ -117,6 +118,15 @@ public final class JobChanges: Sendable {
         for change in changes {
             for observer in observers { observer(change) }
             for subscriber in subscribers { subscriber.yield(change) }
+        }
+    }
+
+    /// Whether `jobID` changed after `generation` and its last change (committed in this process) left it not done:
+    /// then a reader waiting for the job's end need not read it again.
+    public func changedButNotDone(_ jobID: JobID, after generation: UInt64) -> Bool {
+        state.withLock { state in
+            guard let last = state.lastChange[jobID] else { return false }
+            return last.generation > generation && !last.done
         }
     }
 
@@ -138,7 +148,7 @@ public final class JobChanges: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in
-                    if (state.lastChange[jobID] ?? 0) > generation || Task.isCancelled { return true }
+                    if (state.lastChange[jobID]?.generation ?? 0) > generation || Task.isCancelled { return true }
                     state.waiters[token] = (jobID, continuation)
                     return false
                 }

@@ -37,6 +37,13 @@ struct JobChangesTests {
             let retried = try #require(await iterator.next())
             #expect(uploading.version > claimed.version && retried.version > uploading.version)
 
+            // A waiter for the job's end learns without a read that these changes did not end it.
+            let generation = fixture.storage.changes.generation
+            #expect(!fixture.storage.changes.changedButNotDone(jobID, after: generation), "no change since")
+            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploading, attempts: 2, error: nil)
+            _ = try #require(await iterator.next())
+            #expect(fixture.storage.changes.changedButNotDone(jobID, after: generation))
+
             // A write that changes nothing says nothing: a lease renewal, a requeue by a runner that does not hold the job.
             #expect(try await fixture.jobs.renewLease(jobID: jobID, runner: "a", until: At.at(90)))
             try await fixture.jobs.requeue(jobID: jobID, runner: "someone-else")
@@ -51,6 +58,7 @@ struct JobChangesTests {
             _ = try await fixture.jobs.finishCancelled(jobID: jobID, runner: "a", now: At.at(13))
             let cancelled = try #require(await iterator.next())
             #expect(cancelled.state == .cancelled && cancelled.version > requested.version)
+            #expect(!fixture.storage.changes.changedButNotDone(jobID, after: generation), "its last change ended it")
             let stored = try await fixture.int("SELECT version FROM jobs WHERE id = ?", [jobID])
             #expect(stored == cancelled.version)
         }

@@ -33,8 +33,8 @@ struct JobService: Sendable {
 
     /// The job, once it is done or `timeout` has passed (or the server drains, or the request is cancelled).
     ///
-    /// Waits for the job's change events, re-reading it after each (or after ``recheckInterval`` at most): never a
-    /// busy loop, and a job that finishes answers at once. The event generation is taken before each read, so a
+    /// Waits for the job's change events, re-reading it after each that may have ended it (or after
+    /// ``recheckInterval`` at most): never a busy loop, and a job that finishes answers at once. The event generation is taken before each read, so a
     /// change landing between the read and the wait is not missed.
     func job(_ id: String, tenant: Tenant, waitingUpTo timeout: Duration) async throws -> Job {
         guard let jobID = JobID(validating: id) else { throw ServiceError.notFound(kind: "job", id: id) }
@@ -46,7 +46,11 @@ struct JobService: Sendable {
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero else { break }
             await changes.waitForChange(of: jobID, after: generation, timeout: min(remaining, recheckInterval))
+            // An upload's progress changes the job many times before its end: only a change that may have ended it (or
+            // the periodic recheck) is worth a read.
+            let skip = changes.changedButNotDone(jobID, after: generation)
             generation = changes.generation
+            if skip { continue }
             guard let current = try await jobs.find(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
             job = current
         }
