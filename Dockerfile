@@ -5,20 +5,41 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
+# Debug information out, symbol table kept: a crash's backtrace still names every function (about half the binary
+# was DWARF that only a debugger reads).
 RUN swift build -c release --product herald --static-swift-stdlib \
     && mkdir -p /staging \
-    && cp "$(swift build -c release --show-bin-path)/herald" /staging/
+    && cp "$(swift build -c release --show-bin-path)/herald" /staging/ \
+    && llvm-objcopy --strip-debug /staging/herald
 # The crash backtracer the official Swift server images ship beside the binary.
-RUN if [ -x /usr/libexec/swift/linux/swift-backtrace-static ]; then cp /usr/libexec/swift/linux/swift-backtrace-static /staging/; fi
+RUN if [ -x /usr/libexec/swift/linux/swift-backtrace-static ]; then \
+        cp /usr/libexec/swift/linux/swift-backtrace-static /staging/ && llvm-objcopy --strip-debug /staging/swift-backtrace-static; \
+    fi
 
-# Run: only the shared libraries the binary needs (migrations and openapi.yaml are embedded).
-FROM debian:bookworm-slim
+# The run-time root, distroless style: the binaries, the shared libraries `ldd` names for them (libmicrohttpd and
+# GnuTLS, SQLite, libstdc++, libc), CA certificates (S3 and webhooks over HTTPS), time zones, and a passwd entry.
+# About 141 MB in all, from 275 MB on debian:bookworm-slim with the unstripped binary.
+FROM debian:bookworm-slim AS root
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libmicrohttpd12 libsqlite3-0 ca-certificates tzdata \
-    && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin herald \
-    && mkdir -p /app /data && chown herald /data
-COPY --from=build /staging/ /usr/local/bin/
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build /staging/ /rootfs/usr/local/bin/
+# `id` too: what a deployment check runs in the container to see the uid, there being no shell.
+RUN set -e; \
+    mkdir -p /rootfs/usr/bin && cp /usr/bin/id /rootfs/usr/bin/; \
+    for binary in /rootfs/usr/local/bin/* /rootfs/usr/bin/id; do \
+        ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'; \
+    done | sort -u | while read -r library; do cp -L --parents "$library" /rootfs/; done; \
+    cp -a --parents /etc/ld.so.cache /etc/ssl/certs /usr/share/ca-certificates /usr/share/zoneinfo /rootfs/; \
+    mkdir -p /rootfs/app /rootfs/tmp /data; chmod 1777 /rootfs/tmp; \
+    echo 'herald:x:10001:10001:herald:/app:/nonexistent' > /rootfs/etc/passwd; \
+    echo 'herald:x:10001:' > /rootfs/etc/group; \
+    chown 10001:10001 /data
+
+# Run: nothing but that root; no shell, no package manager.
+FROM scratch
+COPY --from=root /rootfs/ /
+COPY --from=root --chown=10001:10001 /data /data
 WORKDIR /app
 ENV HERALD_HOST=0.0.0.0 \
     HERALD_PORT=8080 \
@@ -27,6 +48,6 @@ ENV HERALD_HOST=0.0.0.0 \
 VOLUME /data
 EXPOSE 8080
 USER 10001
-HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 CMD ["herald", "healthcheck"]
-ENTRYPOINT ["herald"]
+HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 CMD ["/usr/local/bin/herald", "healthcheck"]
+ENTRYPOINT ["/usr/local/bin/herald"]
 CMD ["serve"]
