@@ -34,7 +34,7 @@ public struct APIClient: Sendable {
     /// Uploads the file at `path` as `POST /v1/media`, its type read from its first bytes; `progress` hears the bytes sent.
     public func uploadMedia(path: String, progress: @escaping @Sendable (Int) -> Void) async throws -> Answer<Media> {
         let file = try UploadFile(path: path)
-        let (_, type) = try Self.inspect(path: path)
+        let type = try Self.check(file)
         var request = makeRequest(.POST, "/v1/media")
         request.headers.add(name: "Content-Type", value: type.rawValue)
         request.body = .stream(FileBody(file: file, chunkSize: 64 * 1024, progress: progress), length: .known(Int64(file.size)))
@@ -221,10 +221,15 @@ extension APIClient {
     /// not a type Herald accepts), so that a command can refuse before uploading anything.
     public static func inspect(path: String) throws(ClientError) -> (size: Int, type: MediaType) {
         let file = try UploadFile(path: path)
+        return (file.size, try check(file))
+    }
+
+    /// The type of an opened file, or why Herald would refuse it: one open and one read of its first bytes per upload.
+    private static func check(_ file: UploadFile) throws(ClientError) -> MediaType {
         guard let type = file.mediaType else {
-            throw .file(path: path, reason: "not an image or video Herald accepts (JPEG, PNG, GIF, WebP, MP4, QuickTime, WebM)")
+            throw .file(path: file.path, reason: "not an image or video Herald accepts (JPEG, PNG, GIF, WebP, MP4, QuickTime, WebM)")
         }
-        guard file.size > 0 else { throw .file(path: path, reason: "empty") }
-        return (file.size, type)
+        guard file.size > 0 else { throw .file(path: file.path, reason: "empty") }
+        return type
     }
 }

@@ -27,7 +27,7 @@ struct FileToUpload: Sendable {
     var size: Int
 }
 
-/// Makes the display for `mode`; `names` gives media ids the names of the files they came from.
+/// Makes the display for `mode`.
 func makeDisplay(_ mode: OutputMode) -> any Display {
     switch mode {
     case .terminal: TerminalDisplay()
