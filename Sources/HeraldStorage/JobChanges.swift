@@ -2,15 +2,15 @@ import GRDB
 public import HeraldCore
 import Synchronization
 
-/// One committed change to a job (its row or one of its uploads), as the writes announce it; or, for subscribers
-/// only, news of its uploads' bytes (``UploadProgress``).
+/// One committed change to a job (its row or its uploads), as the writes announce it; or, for subscribers only, news
+/// of its running uploads kept in memory (``UploadProgress``).
 public struct JobChange: Sendable, Equatable {
     /// What changed.
     public enum Kind: Sendable, Equatable {
-        /// A committed write: the job's row or one of its uploads.
+        /// A committed write: the job's row or its uploads.
         case committed
-        /// Only bytes taken by the store, kept in memory: nothing was written.
-        case bytes
+        /// A running upload's state or bytes, kept in memory: nothing was written.
+        case live
     }
 
     /// The job that changed.
@@ -38,7 +38,7 @@ public struct JobChange: Sendable, Equatable {
 ///
 /// Three ways to listen: ``observe(_:)`` calls a function for every change (the runner: wake up, stop a job);
 /// ``waitForChange(of:after:timeout:)`` waits for one job (long-polls), race-free with ``generation``;
-/// ``subscribe()`` streams every change and the byte progress of running uploads (Server-Sent Events).
+/// ``subscribe()`` streams every change and the live progress of running uploads (Server-Sent Events).
 public final class JobChanges: Sendable {
     private struct State {
         var generation: UInt64 = 0
@@ -89,8 +89,8 @@ public final class JobChanges: Sendable {
         for observer in state.withLock({ $0.deliveryObservers }) { observer() }
     }
 
-    /// Announces bytes taken by the store to the subscribers alone: observers and long-polls wait for commits.
-    func publishBytes(_ change: JobChange) {
+    /// Announces a running upload's live change to the subscribers alone: observers and long-polls wait for commits.
+    func publishLive(_ change: JobChange) {
         let subscribers = state.withLock { Array($0.subscribers.values) }
         for subscriber in subscribers { subscriber.yield(change) }
     }
@@ -174,7 +174,7 @@ struct ChangedJobs {
     /// Each changed job's version and state as the transaction leaves them.
     func read(_ db: Database) throws -> [JobChange] {
         guard !ids.isEmpty else { return [] }
-        // One job is the common case (an upload's state, a claim, a commit): a statement prepared once, not parsed and
+        // One job is the common case (a creation, a claim, an end): a statement prepared once, not parsed and
         // authorized again after every write.
         let statement =
             ids.count == 1
@@ -189,48 +189,16 @@ struct ChangedJobs {
 }
 
 extension Storage {
-    /// One write transaction; the jobs it changed are announced (``JobChanges``) once it has committed.
-    ///
-    /// - Parameter durable: When false, the commit is not synced to disk by itself (`synchronous = NORMAL` for this
-    ///   transaction): it becomes durable with the next durable commit, which syncs the write-ahead log it follows in,
-    ///   and a crash before that loses it, and only it and what came after it (the log is replayed in order). For
-    ///   what a crash may forget because it is done again anyway: an upload's state (a crash re-uploads; object keys
-    ///   are deterministic). Everything a 2xx answers for is durable.
-    func write<T: Sendable>(durable: Bool = true, _ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) async throws -> T {
-        let (value, changes, wroteDeliveries) = try await (durable ? pool.write(transaction(body)) : relaxedWrite(transaction(body)))
-        self.changes.publish(changes)
-        if wroteDeliveries { self.changes.publishDeliveries() }
-        return value
-    }
-
-    private func transaction<T: Sendable>(
-        _ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T
-    ) -> @Sendable (Database) throws -> (T, [JobChange], Bool) {
-        { db in
+    /// One write transaction, durable when it returns; the jobs it changed are announced (``JobChanges``) once it has
+    /// committed.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) async throws -> T {
+        let (value, changes, wroteDeliveries) = try await pool.write { db in
             var changed = ChangedJobs()
             let value = try body(db, &changed)
             return (value, try changed.read(db), changed.wroteDeliveries)
         }
-    }
-
-    /// `body` in a transaction committed with `synchronous = NORMAL`, FULL again right after on the one writer.
-    private func relaxedWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await pool.writeWithoutTransaction { [commits] db in
-            // The setting is read at commit: it must be changed outside the transaction.
-            try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
-            commits.relaxed.store(true, ordering: .relaxed)
-            defer {
-                commits.relaxed.store(false, ordering: .relaxed)
-                // Setting a pragma on an open connection does not fail; were it to, the next write would throw too.
-                try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()
-            }
-            var value: T?
-            try db.inTransaction(.immediate) {
-                value = try body(db)
-                return .commit
-            }
-            guard let value else { throw CancellationError() }
-            return value
-        }
+        self.changes.publish(changes)
+        if wroteDeliveries { self.changes.publishDeliveries() }
+        return value
     }
 }

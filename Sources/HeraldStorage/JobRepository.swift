@@ -243,21 +243,19 @@ public struct JobRepository: Sendable {
         }
     }
 
-    /// One upload's new state, written as it changes; ignored once the job is no longer running. Its bytes are
-    /// written with it: 0 as an attempt starts, all once uploaded, what the attempt reached (``reportBytes``) otherwise.
-    public func updateUpload(jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?) async throws {
-        let progress = storage.uploadProgress
-        if state == .uploading { progress.reset(jobID: jobID, mediaID: mediaID) }
-        let bytesSent = progress.bytes(jobID: jobID, mediaID: mediaID)
-        // Not synced by itself: a crash that forgets it re-uploads (object keys are deterministic); the job's end is durable.
-        _ = try await storage.write(durable: false) { db, changed in
-            try Transitions.updateUpload(
-                db, jobID: jobID, mediaID: mediaID, state: state, attempts: attempts, error: error, bytesSent: bytesSent, changed: &changed)
-        }
+    /// One upload's new state, kept in memory (``UploadProgress``): shown by every read of the job, announced to event
+    /// streams, and written to SQLite with the job's end (its commit, failure, cancel or requeue), in that transaction.
+    /// Ignored unless the job runs. Its bytes: 0 as an attempt starts, all once uploaded, what the attempt reached
+    /// (``reportBytes``) otherwise.
+    ///
+    /// Not written one by one: a crash forgets them and the job runs again from the start (object keys are
+    /// deterministic), which it would do anyway.
+    public func updateUpload(jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?) {
+        storage.uploadProgress.update(jobID: jobID, mediaID: mediaID, state: state, attempts: attempts, error: error)
     }
 
     /// `bytes` of the upload's current attempt are taken by the store: kept in memory, shown by every read of the job
-    /// and announced to event streams (``UploadProgress``); SQLite is not written.
+    /// and announced to event streams (``UploadProgress``); written with the job's end.
     public func reportBytes(jobID: JobID, mediaID: MediaID, bytes: Int) {
         storage.uploadProgress.report(jobID: jobID, mediaID: mediaID, bytes: bytes)
     }
@@ -275,9 +273,11 @@ public struct JobRepository: Sendable {
     ///
     /// Throws, writing nothing, when `objects` lacks one of the post's media: a post is never half-published.
     public func commit(jobID: JobID, runner: String, objects: [MediaID: StoredObject], now: Timestamp) async throws -> Completion {
-        try await storage.write { db, changed in
+        let uploads = storage.uploadProgress.uploads(of: jobID)
+        return try await storage.write { db, changed in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
             guard !held.cancelRequested else { return .cancelRequested }
+            try Transitions.recordUploads(db, jobID: jobID, uploads)
             try Transitions.commit(db, jobID: jobID, postID: held.postID, objects: objects, now: now, changed: &changed)
             return .done(try Self.job(db, jobID))
         }
@@ -286,8 +286,10 @@ public struct JobRepository: Sendable {
     /// The job failed with `error`; its post failed; its media back to staged (url cleared, still attached); uploads
     /// still pending or uploading cancelled. Only while `runner` holds the job.
     public func fail(jobID: JobID, runner: String, error: Job.Failure, now: Timestamp) async throws -> Completion {
-        try await storage.write { db, changed in
+        let uploads = storage.uploadProgress.uploads(of: jobID)
+        return try await storage.write { db, changed in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
+            try Transitions.recordUploads(db, jobID: jobID, uploads)
             try Transitions.end(db, .fail, jobID: jobID, postID: held.postID, error: error, now: now, changed: &changed)
             return .done(try Self.job(db, jobID))
         }
@@ -296,8 +298,10 @@ public struct JobRepository: Sendable {
     /// The job cancelled (error code `cancelled`, `cancel_requested` 1); its post cancelled; media staged; uploads
     /// not yet uploaded cancelled. Only while `runner` holds the job.
     public func finishCancelled(jobID: JobID, runner: String, now: Timestamp) async throws -> Completion {
-        try await storage.write { db, changed in
+        let uploads = storage.uploadProgress.uploads(of: jobID)
+        return try await storage.write { db, changed in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
+            try Transitions.recordUploads(db, jobID: jobID, uploads)
             try Transitions.end(db, .cancel, jobID: jobID, postID: held.postID, error: Self.cancelledFailure, now: now, changed: &changed)
             return .done(try Self.job(db, jobID))
         }
@@ -306,8 +310,10 @@ public struct JobRepository: Sendable {
     /// Shutdown: the job back to queued (`cancel_requested` 0, lock cleared), its post queued, media staged, uploads
     /// pending. Does nothing unless `runner` holds the job.
     public func requeue(jobID: JobID, runner: String) async throws {
+        let uploads = storage.uploadProgress.uploads(of: jobID)
         try await storage.write { db, changed in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return }
+            try Transitions.recordUploads(db, jobID: jobID, uploads)  // their attempts count on
             try Transitions.putBack(db, jobID: jobID, postID: held.postID, clearCancel: true, changed: &changed)
         }
     }

@@ -35,10 +35,10 @@ public struct Storage: Sendable {
     /// The job changes this process commits, announced by the repositories after each transaction.
     public let changes: JobChanges
 
-    /// The bytes running uploads have sent, kept in memory and laid over every job read.
+    /// Running uploads' states and bytes, kept in memory and laid over every job read.
     public let uploadProgress: UploadProgress
 
-    /// The writer's commits, durable and relaxed, as a metric.
+    /// The writer's commits, as a metric.
     let commits = CommitCounter()
 
     private init(pool: DatabasePool, path: String) {

@@ -117,24 +117,23 @@ enum Transitions {
         changed.insert(jobID)
     }
 
-    /// One upload's new state; ignored (false) once the job is no longer running. `bytesSent` is what the attempt
-    /// reached; an uploaded medium counts all its bytes whatever it says.
-    static func updateUpload(
-        _ db: Database, jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?, bytesSent: Int,
-        changed: inout ChangedJobs
-    ) throws -> Bool {
-        try db.run(
-            """
-            UPDATE uploads SET state = ?, attempts = ?, error = ?,
-                bytes_sent = CASE WHEN ? THEN (SELECT size FROM media WHERE id = uploads.media_id) ELSE ? END
-            WHERE job_id = ? AND media_id = ? AND EXISTS (SELECT 1 FROM jobs WHERE id = ? AND state = ?)
-            """,
-            [state.rawValue, attempts, error, state == .uploaded, bytesSent, jobID, mediaID, jobID, JobState.running.rawValue]
+    /// The uploads as the runner last set them (kept in memory until now: ``UploadProgress``), written in its job's
+    /// final transaction before the step that ends it. `bytes_sent` is what the attempt reached; an uploaded medium
+    /// counts all its bytes.
+    static func recordUploads(_ db: Database, jobID: JobID, _ uploads: [MediaID: UploadProgress.Upload]) throws {
+        guard !uploads.isEmpty else { return }
+        let statement = try db.cachedStatement(
+            sql: """
+                UPDATE uploads SET state = ?, attempts = ?, error = ?,
+                    bytes_sent = CASE WHEN ? THEN (SELECT size FROM media WHERE id = uploads.media_id) ELSE ? END
+                WHERE job_id = ? AND media_id = ?
+                """
         )
-        guard db.changesCount == 1 else { return false }
-        try db.run("UPDATE jobs SET version = version + 1 WHERE id = ?", [jobID])
-        changed.insert(jobID)
-        return true
+        for (mediaID, upload) in uploads {
+            try statement.execute(arguments: [
+                upload.state.rawValue, upload.attempts, upload.error, upload.state == .uploaded, upload.bytes, jobID, mediaID,
+            ])
+        }
     }
 
     // MARK: Implementation

@@ -1,90 +1,125 @@
 public import HeraldCore
 import Synchronization
 
-/// The bytes each running upload's store has taken, kept in memory: SQLite is written only at state changes.
+/// Each running job's uploads as its runner last set them (state, attempts, error, bytes taken), kept in memory:
+/// SQLite is written once, with the job's end (``JobRepository``'s final writes take ``uploads(of:)``).
 ///
-/// The runner reports bytes as the store takes them (``report(jobID:mediaID:bytes:)``); every read of a job lays them
-/// over its `uploading` uploads (``apply(to:)``); event streams hear of them at most once per ``interval`` per job
-/// (a ``JobChange`` of kind ``JobChange/Kind/bytes``). An event's id is ``eventID(version:step:)``: the job's durable
-/// version and a step that counts byte events since that version, so ids only grow for a job, across restarts too
-/// (a restart re-queues running jobs, which writes a new version).
+/// The runner sets an upload's state (``update(jobID:mediaID:state:attempts:error:)``) and reports bytes as the
+/// store takes them (``report(jobID:mediaID:bytes:)``); every read of a job lays them over its uploads
+/// (``apply(to:)``); event streams hear of each state change at once and of bytes at most once per ``interval`` per
+/// job (a ``JobChange`` of kind ``JobChange/Kind/live``). An event's id is ``eventID(version:step:)``: the job's
+/// durable version and a step that counts live events since that version, so ids only grow for a job, across
+/// restarts too (a restart re-queues running jobs, which writes a new version).
+///
+/// A crash forgets what was kept here, and the job runs again from the start (object keys are deterministic), as it
+/// would had each change been written: what a 2xx answered for is all durable.
 public final class UploadProgress: Sendable {
     /// Steps per version: an event id is `version * stepsPerVersion + step`.
     public static let stepsPerVersion = 1_000_000
 
-    /// The id of an event showing `version` of a job and `step` byte events since it.
+    /// The id of an event showing `version` of a job and `step` live events since it.
     public static func eventID(version: Int, step: Int) -> Int { version * stepsPerVersion + step }
 
-    /// The least time between two byte events of one job.
+    /// The least time between two byte events of one job (state changes are announced at once, apart from these).
     public let interval: Duration
 
-    private struct Entry {
-        /// The last version seen, and the byte events since it.
-        var version = -1
-        var step = 0
-        var bytes: [MediaID: Int] = [:]
-        var announced: ContinuousClock.Instant?
+    /// One upload as its runner last set it.
+    struct Upload: Sendable, Equatable {
+        var state: UploadState
+        var attempts: Int
+        var error: String?
+        /// Bytes the store took of the current (or, once it stopped, the last) attempt.
+        var bytes = 0
     }
 
-    private let changes: JobChanges
-    private let entries = Mutex([JobID: Entry]())
+    private struct Entry {
+        /// The last version seen, and the live events since it.
+        var version = -1
+        var step = 0
+        var uploads: [MediaID: Upload] = [:]
+        /// When bytes were last announced (state changes are, at once, apart).
+        var announced: ContinuousClock.Instant?
+        /// When the job stopped running: kept a while, so that a read that saw it still running shows its last uploads.
+        var ended: ContinuousClock.Instant?
+    }
 
-    /// Announces through `changes`, and follows its commits to forget jobs that stop running.
+    private struct State {
+        var entries: [JobID: Entry] = [:]
+        /// Ended entries, oldest first, dropped once older than ``UploadProgress/kept``.
+        var ended: [(jobID: JobID, at: ContinuousClock.Instant)] = []
+        var endedStart = 0
+    }
+
+    /// How long an ended job's entry stays: far longer than a read takes between SQLite and the overlay.
+    private static let kept = Duration.seconds(5)
+
+    private let changes: JobChanges
+    private let state = Mutex(State())
+
+    /// Announces through `changes`, and follows its commits to learn which jobs run.
     init(changes: JobChanges, interval: Duration = .milliseconds(250)) {
         self.changes = changes
         self.interval = interval
         changes.observe { [weak self] change in self?.committed(change) }
     }
 
-    /// `bytes` of `mediaID`'s current attempt are taken: announced to event streams unless the job's last byte event
+    /// The runner sets one upload's state (an attempt starting: `uploading`, with 0 bytes; its end: `uploaded`, or
+    /// `pending` for a retry with its `error`, or `failed`), announced to event streams at once. Ignored unless the job
+    /// runs (from its claim's commit to its end's).
+    public func update(jobID: JobID, mediaID: MediaID, state upload: UploadState, attempts: Int, error: String?) {
+        let announce = state.withLock { state -> JobChange? in
+            guard var entry = state.entries[jobID], entry.ended == nil else { return nil }
+            defer { state.entries[jobID] = entry }
+            // A stopped attempt keeps what it reached; a new one starts from nothing.
+            let bytes = upload == .uploading ? 0 : entry.uploads[mediaID]?.bytes ?? 0
+            entry.uploads[mediaID] = Upload(state: upload, attempts: attempts, error: error, bytes: bytes)
+            return Self.announce(&entry, jobID: jobID)
+        }
+        if let announce { changes.publishLive(announce) }
+    }
+
+    /// `bytes` of `mediaID`'s current attempt are taken: announced to event streams unless the job's last live event
     /// is more recent than ``interval`` (the next report, or the upload's state change, carries them then).
     public func report(jobID: JobID, mediaID: MediaID, bytes: Int) {
         let now = ContinuousClock.now
-        let announce = entries.withLock { entries -> JobChange? in
-            // A job is known from its claim on (a late report of an ended job is dropped, not remembered).
-            guard var entry = entries[jobID] else { return nil }
-            defer { entries[jobID] = entry }
-            entry.bytes[mediaID] = bytes
+        let announce = state.withLock { state -> JobChange? in
+            // Only an attempt under way takes bytes (a late report of an ended one is dropped, not remembered).
+            guard var entry = state.entries[jobID], entry.ended == nil, entry.uploads[mediaID]?.state == .uploading else { return nil }
+            defer { state.entries[jobID] = entry }
+            entry.uploads[mediaID]?.bytes = bytes
             if let announced = entry.announced, now - announced < interval { return nil }
-            guard entry.step < Self.stepsPerVersion - 1 else { return nil }
-            entry.step += 1
             entry.announced = now
-            return JobChange(jobID: jobID, version: entry.version, state: .running, cancelRequested: false, kind: .bytes)
+            return Self.announce(&entry, jobID: jobID)
         }
-        if let announce { changes.publishBytes(announce) }
+        if let announce { changes.publishLive(announce) }
     }
 
-    /// An upload attempt starts (or stops): its count goes back to 0.
-    func reset(jobID: JobID, mediaID: MediaID) {
-        entries.withLock { $0[jobID]?.bytes[mediaID] = nil }
+    /// The uploads of `jobID` its runner has set, to be written with the job's end.
+    func uploads(of jobID: JobID) -> [MediaID: Upload] {
+        state.withLock { $0.entries[jobID]?.uploads ?? [:] }
     }
 
-    /// The bytes `mediaID`'s attempt has reached, 0 if none were reported.
-    func bytes(jobID: JobID, mediaID: MediaID) -> Int {
-        entries.withLock { $0[jobID]?.bytes[mediaID] ?? 0 }
-    }
-
-    /// Lays the live counts over the job's `uploading` uploads.
+    /// Lays the live uploads over the job's, if it runs.
     public func apply(to job: inout Job) {
         guard job.state == .running else { return }
-        entries.withLock { entries in
-            if let entry = entries[job.id] { Self.overlay(entry, on: &job) }
+        state.withLock { state in
+            if let entry = state.entries[job.id] { Self.overlay(entry, on: &job) }
         }
     }
 
-    /// `job`, read at `version`, with the live counts laid over it and its event id.
+    /// `job`, read at `version`, with the live uploads laid over it and its event id.
     ///
     /// A version older than one already seen gets step 0, so an event made from a stale read is never newer than
-    /// one a stream has sent. Also refreshes a snapshot taken earlier: its committed state stays, its bytes are now's.
+    /// one a stream has sent. Also refreshes a snapshot taken earlier: its committed state stays, its uploads are now's.
     public func snapshot(_ job: Job, version: Int) -> JobSnapshot {
         var snapshot = JobSnapshot(job: job, version: version, eventID: Self.eventID(version: version, step: 0))
         guard job.state == .running else { return snapshot }
-        entries.withLock { entries in
-            guard var entry = entries[job.id] else { return }
-            if version > entry.version {
+        state.withLock { state in
+            guard var entry = state.entries[job.id] else { return }
+            if version > entry.version, entry.ended == nil {
                 entry.version = version
                 entry.step = 0
-                entries[job.id] = entry
+                state.entries[job.id] = entry
             }
             Self.overlay(entry, on: &snapshot.job)
             snapshot.eventID = Self.eventID(version: version, step: version == entry.version ? entry.step : 0)
@@ -92,37 +127,73 @@ public final class UploadProgress: Sendable {
         return snapshot
     }
 
+    // MARK: Implementation
+
+    /// The next step of `entry`, as a change to announce; nil once a version has used every step.
+    private static func announce(_ entry: inout Entry, jobID: JobID) -> JobChange? {
+        guard entry.step < stepsPerVersion - 1 else { return nil }
+        entry.step += 1
+        return JobChange(jobID: jobID, version: entry.version, state: .running, cancelRequested: false, kind: .live)
+    }
+
     private static func overlay(_ entry: Entry, on job: inout Job) {
-        for index in job.uploads.indices where job.uploads[index].state == .uploading {
-            if let bytes = entry.bytes[job.uploads[index].mediaID] {
-                job.uploads[index].bytesSent = min(bytes, job.uploads[index].size)
+        for index in job.uploads.indices {
+            guard let live = entry.uploads[job.uploads[index].mediaID] else { continue }
+            job.uploads[index].state = live.state
+            job.uploads[index].attempts = live.attempts
+            job.uploads[index].error = live.error
+            job.uploads[index].bytesSent = live.state == .uploaded ? job.uploads[index].size : min(live.bytes, job.uploads[index].size)
+        }
+    }
+
+    /// A committed change: a claim starts a fresh entry, a new version restarts the steps, an end keeps the entry
+    /// for a while (``kept``).
+    private func committed(_ change: JobChange) {
+        let now = ContinuousClock.now
+        state.withLock { state in
+            Self.forgetEnded(&state, now: now)
+            let entry = state.entries[change.jobID]
+            guard change.state == .running else {
+                if var entry, entry.ended == nil {
+                    entry.ended = now
+                    state.entries[change.jobID] = entry
+                    state.ended.append((change.jobID, now))
+                }
+                return
+            }
+            guard var entry, entry.ended == nil else {
+                // Claimed (again): its uploads start from what SQLite says.
+                state.entries[change.jobID] = Entry(version: change.version)
+                return
+            }
+            if change.version > entry.version {
+                entry.version = change.version
+                entry.step = 0
+                state.entries[change.jobID] = entry
             }
         }
     }
 
-    /// A committed change: a new version restarts the steps; a job no longer running is forgotten.
-    private func committed(_ change: JobChange) {
-        entries.withLock { entries in
-            guard change.state == .running else {
-                entries[change.jobID] = nil
-                return
-            }
-            var entry = entries[change.jobID, default: Entry()]
-            if change.version > entry.version {
-                entry.version = change.version
-                entry.step = 0
-            }
-            entries[change.jobID] = entry
+    private static func forgetEnded(_ state: inout State, now: ContinuousClock.Instant) {
+        while state.endedStart < state.ended.count, now - state.ended[state.endedStart].at > kept {
+            let (jobID, at) = state.ended[state.endedStart]
+            state.endedStart += 1
+            // A job claimed again since has a live entry of its own.
+            if state.entries[jobID]?.ended == at { state.entries[jobID] = nil }
+        }
+        if state.endedStart > 1024, state.endedStart * 2 > state.ended.count {
+            state.ended.removeFirst(state.endedStart)
+            state.endedStart = 0
         }
     }
 }
 
-/// A job as one read saw it, with its live bytes, and the id of the event that shows it.
+/// A job as one read saw it, with its live uploads, and the id of the event that shows it.
 public struct JobSnapshot: Sendable {
     /// The job.
     public var job: Job
     /// Its durable version when read.
     public var version: Int
-    /// ``UploadProgress/eventID(version:step:)``: grows with every committed change and byte event.
+    /// ``UploadProgress/eventID(version:step:)``: grows with every committed change and live event.
     public var eventID: Int
 }

@@ -117,7 +117,7 @@ struct Execution: Sendable {
             try Task.checkCancellation()
             attempts += 1
             tries += 1
-            try await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploading, attempts: attempts, error: nil)
+            jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploading, attempts: attempts, error: nil)
             let started = ContinuousClock.now
             do {
                 let url = try await withTimeout(configuration.uploadTimeout) { [jobs, jobID = job.jobID] in
@@ -125,7 +125,7 @@ struct Execution: Sendable {
                 }
                 Timer(label: "herald_upload_duration_seconds").record(duration: ContinuousClock.now - started)
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "uploaded")]).increment()
-                try await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploaded, attempts: attempts, error: nil)
+                jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploaded, attempts: attempts, error: nil)
                 return (media.mediaID, StoredObject(key: object.key, url: url))
             } catch let error as MediaStoreError where error.isTransient && tries < configuration.uploadAttempts {
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "retried")]).increment()
@@ -133,12 +133,12 @@ struct Execution: Sendable {
                     "upload failed, will retry",
                     metadata: ["job_id": "\(job.jobID)", "media_id": "\(media.mediaID)", "attempt": "\(attempts)", "error": "\(error)"]
                 )
-                try await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .pending, attempts: attempts, error: error.message)
+                jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .pending, attempts: attempts, error: error.message)
                 try await Task.sleep(for: backoff(try: tries))
             } catch let error as MediaStoreError {
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "failed")]).increment()
                 let code: JobErrorCode = error.errorCode == .stagedFileMissing ? .mediaMissing : .uploadFailed
-                try? await jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .failed, attempts: attempts, error: error.message)
+                jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .failed, attempts: attempts, error: error.message)
                 throw UploadFailure(mediaID: media.mediaID, code: code, message: error.message)
             }
         }

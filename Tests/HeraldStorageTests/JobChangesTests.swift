@@ -30,19 +30,17 @@ struct JobChangesTests {
             let claimed = try #require(await iterator.next())
             #expect(claimed.state == .running && claimed.version > promoted.version)
 
-            // An upload back to pending for a retry changes the job too.
-            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploading, attempts: 1, error: nil)
-            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .pending, attempts: 1, error: "HTTP 503")
+            // An upload's state changes are kept in memory: announced to subscribers as live news of the same version,
+            // never as commits (a long-poll waiting for the job's end is not woken by them).
+            let generation = fixture.storage.changes.generation
+            fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploading, attempts: 1, error: nil)
+            fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .pending, attempts: 1, error: "HTTP 503")
             let uploading = try #require(await iterator.next())
             let retried = try #require(await iterator.next())
-            #expect(uploading.version > claimed.version && retried.version > uploading.version)
-
-            // A waiter for the job's end learns without a read that these changes did not end it.
-            let generation = fixture.storage.changes.generation
+            #expect(uploading.kind == .live && retried.kind == .live)
+            #expect(uploading.version == claimed.version && retried.version == claimed.version)
+            #expect(fixture.storage.changes.generation == generation)
             #expect(!fixture.storage.changes.changedButNotDone(jobID, after: generation), "no change since")
-            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploading, attempts: 2, error: nil)
-            _ = try #require(await iterator.next())
-            #expect(fixture.storage.changes.changedButNotDone(jobID, after: generation))
 
             // A write that changes nothing says nothing: a lease renewal, a requeue by a runner that does not hold the job.
             #expect(try await fixture.jobs.renewLease(jobID: jobID, runner: "a", until: At.at(90)))
@@ -53,7 +51,9 @@ struct JobChangesTests {
                 return
             }
             let requested = try #require(await iterator.next())
-            #expect(requested.cancelRequested && requested.state == .running && requested.version > retried.version)
+            #expect(requested.cancelRequested && requested.state == .running && requested.version > claimed.version)
+            // A waiter for the job's end learns without a read that this change did not end it.
+            #expect(fixture.storage.changes.changedButNotDone(jobID, after: generation))
 
             _ = try await fixture.jobs.finishCancelled(jobID: jobID, runner: "a", now: At.at(13))
             let cancelled = try #require(await iterator.next())
@@ -64,15 +64,16 @@ struct JobChangesTests {
         }
     }
 
-    @Test("bytes taken are kept in memory, shown by every read, announced at most every 250 ms, written at state changes")
-    func byteProgress() async throws {
+    @Test("an upload's state and bytes are kept in memory, shown by every read, announced, written with the job's end")
+    func liveUploads() async throws {
         try await withRepositoryFixture { fixture in
             let media = try await fixture.stage(2)  // sizes 100 and 101
             let created = try await fixture.create(text: "bytes", media: media, at: At.at(0))
             let jobID = created.job.id
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(60), now: At.at(1))
-            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploading, attempts: 1, error: nil)
+            fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploading, attempts: 1, error: nil)
             let before = try #require(try await fixture.jobs.snapshot(id: jobID, tenant: .default))
+            #expect(before.job.uploads.map(\.state) == [.uploading, .pending])
             let changes = fixture.storage.changes.subscribe()
             var iterator = changes.makeAsyncIterator()
             let reader = try JobStatusReader(fixture.storage, connections: 1)
@@ -81,9 +82,9 @@ struct JobChangesTests {
             let announced = ContinuousClock.now
             fixture.jobs.reportBytes(jobID: jobID, mediaID: media[0], bytes: 60)  // within 250 ms of the first: not announced
             let first = try #require(await iterator.next())
-            #expect(first.kind == .bytes && first.jobID == jobID)
+            #expect(first.kind == .live && first.jobID == jobID)
 
-            // Every read shows the latest count; SQLite still holds the state change's 0 and the same version.
+            // Every read shows the latest count; SQLite still holds the claim's uploads and the same version.
             let live = try #require(try await fixture.jobs.snapshot(id: jobID, tenant: .default))
             #expect(live.job.uploads.map(\.bytesSent) == [60, 0])
             #expect(live.job.progress.bytesUploaded == 60 && live.job.progress.bytesTotal == 201 && live.job.progress.percent == 29)
@@ -91,6 +92,7 @@ struct JobChangesTests {
             #expect(try await fixture.jobs.find(id: jobID, tenant: .default)?.uploads.first?.bytesSent == 60)
             #expect(try reader.job(id: jobID, tenant: .default)?.uploads.first?.bytesSent == 60)
             #expect(try await fixture.jobs.list(tenant: .default, state: nil, limit: 10, after: nil).data.first?.uploads.first?.bytesSent == 60)
+            #expect(try await fixture.string("SELECT state FROM uploads WHERE job_id = ? AND media_id = ?", [jobID, media[0]]) == "pending")
             #expect(try await fixture.int("SELECT bytes_sent FROM uploads WHERE job_id = ? AND media_id = ?", [jobID, media[0]]) == 0)
             // Another tenant's read finds nothing, bytes or not.
             #expect(try await fixture.jobs.snapshot(id: jobID, tenant: Tenant(rawValue: "other")!) == nil)
@@ -100,29 +102,52 @@ struct JobChangesTests {
             try await Task.sleep(until: announced + fixture.storage.uploadProgress.interval)
             fixture.jobs.reportBytes(jobID: jobID, mediaID: media[0], bytes: 80)
             let second = try #require(await iterator.next())
-            #expect(second.kind == .bytes)
+            #expect(second.kind == .live)
             let later = try #require(try await fixture.jobs.snapshot(id: jobID, tenant: .default))
             #expect(later.job.uploads.first?.bytesSent == 80 && later.version == before.version && later.eventID == live.eventID + 1)
 
-            // A retry writes what the attempt reached; the next attempt starts from 0; uploaded counts every byte.
-            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .pending, attempts: 1, error: "HTTP 503")
-            #expect(try await fixture.int("SELECT bytes_sent FROM uploads WHERE job_id = ? AND media_id = ?", [jobID, media[0]]) == 80)
-            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploading, attempts: 2, error: nil)
+            // A state change is announced at once, interval or not. A retry keeps what the attempt reached; the next
+            // attempt starts from 0; an uploaded medium counts every byte. SQLite is not written.
+            fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .pending, attempts: 1, error: "HTTP 503")
+            #expect(await iterator.next()?.kind == .live)
+            let retrying = try #require(try await fixture.jobs.find(id: jobID, tenant: .default)?.uploads.first)
+            #expect(retrying == Job.Upload(mediaID: media[0], state: .pending, attempts: 1, error: "HTTP 503", size: 100, bytesSent: 80))
+            fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploading, attempts: 2, error: nil)
             let restarted = try #require(try await fixture.jobs.snapshot(id: jobID, tenant: .default))
             #expect(restarted.job.uploads.first?.bytesSent == 0 && restarted.eventID > later.eventID)
-            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploaded, attempts: 2, error: nil)
-            #expect(try await fixture.int("SELECT bytes_sent FROM uploads WHERE job_id = ? AND media_id = ?", [jobID, media[0]]) == 100)
+            fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploaded, attempts: 2, error: nil)
+            #expect(try await fixture.jobs.find(id: jobID, tenant: .default)?.uploads.first?.bytesSent == 100)
+            #expect(try await fixture.int("SELECT attempts FROM uploads WHERE job_id = ? AND media_id = ?", [jobID, media[0]]) == 0)
 
-            // Back in the queue, to run from the start: every upload's bytes are forgotten, in memory and in SQLite.
-            try await fixture.jobs.updateUpload(jobID: jobID, mediaID: media[1], state: .uploading, attempts: 1, error: nil)
+            // Back in the queue, to run from the start: the attempts are written, every upload's bytes forgotten.
+            fixture.jobs.updateUpload(jobID: jobID, mediaID: media[1], state: .uploading, attempts: 1, error: nil)
             fixture.jobs.reportBytes(jobID: jobID, mediaID: media[1], bytes: 50)
             try await fixture.jobs.requeue(jobID: jobID, runner: "a")
             let queued = try #require(try await fixture.jobs.find(id: jobID, tenant: .default))
-            #expect(queued.uploads.map(\.bytesSent) == [0, 0])
+            #expect(queued.uploads.map(\.bytesSent) == [0, 0] && queued.uploads.map(\.state) == [.pending, .pending])
+            #expect(queued.uploads.map(\.attempts) == [2, 1])
             #expect(try await fixture.int("SELECT sum(bytes_sent) FROM uploads WHERE job_id = ?", [jobID]) == 0)
-            // A report for a job that is not running is dropped.
+            // A change for a job that is not running is dropped.
             fixture.jobs.reportBytes(jobID: jobID, mediaID: media[1], bytes: 70)
-            #expect(try await fixture.jobs.find(id: jobID, tenant: .default)?.uploads.map(\.bytesSent) == [0, 0])
+            fixture.jobs.updateUpload(jobID: jobID, mediaID: media[1], state: .uploaded, attempts: 9, error: nil)
+            #expect(try await fixture.jobs.find(id: jobID, tenant: .default)?.uploads == queued.uploads)
+
+            // Claimed again: the uploads start from what SQLite says. The commit writes them as last set, in its own
+            // transaction; a read that saw the job still running shows them too.
+            _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(90), now: At.at(61))
+            var stale = try #require(try await fixture.jobs.find(id: jobID, tenant: .default))
+            #expect(stale.uploads.map(\.state) == [.pending, .pending] && stale.uploads.map(\.attempts) == [2, 1])
+            fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploaded, attempts: 3, error: nil)
+            fixture.jobs.updateUpload(jobID: jobID, mediaID: media[1], state: .uploaded, attempts: 2, error: nil)
+            let objects = Dictionary(uniqueKeysWithValues: media.map { ($0, StoredObject(key: "k/\($0)", url: "file:///k/\($0)")) })
+            guard case .done(let published) = try await fixture.jobs.commit(jobID: jobID, runner: "a", objects: objects, now: At.at(62)) else {
+                Issue.record("the commit was refused")
+                return
+            }
+            #expect(published.uploads.map(\.attempts) == [3, 2] && published.uploads.map(\.bytesSent) == [100, 101])
+            #expect(try await fixture.int("SELECT sum(attempts) FROM uploads WHERE job_id = ? AND state = 'uploaded'", [jobID]) == 5)
+            fixture.storage.uploadProgress.apply(to: &stale)
+            #expect(stale.uploads.map(\.state) == [.uploaded, .uploaded] && stale.uploads.map(\.attempts) == [3, 2])
         }
     }
 

@@ -143,10 +143,11 @@ struct JobRepositoryTests {
             #expect(post?.state == .publishing)
             #expect(post?.media.allSatisfy { $0.state == .uploading } == true)
 
-            // Progress is written as it changes.
-            try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: order[0], state: .uploading, attempts: 2, error: "timeout")
+            // An upload's state is kept in memory and shown by every read; SQLite gets it with the job's end.
+            fixture.jobs.updateUpload(jobID: created.job.id, mediaID: order[0], state: .uploading, attempts: 2, error: "timeout")
             let progressed = try await fixture.jobs.find(id: created.job.id, tenant: .default)
             #expect(progressed?.uploads.first == Job.Upload(mediaID: order[0], state: .uploading, attempts: 2, error: "timeout", size: 101))
+            #expect(try await fixture.int("SELECT attempts FROM uploads WHERE job_id = ? AND media_id = ?", [created.job.id, order[0]]) == 0)
 
             // The second claim finds nothing else.
             #expect(try await fixture.jobs.claim(runner: "runner-2", leaseUntil: At.at(30), now: At.at(2)) == nil)
@@ -277,8 +278,8 @@ struct JobRepositoryTests {
             let media = try await fixture.stage(3)
             let created = try await fixture.create(text: "x", media: media, at: At.at(0))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
-            try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[0], state: .uploaded, attempts: 1, error: nil)
-            try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[1], state: .failed, attempts: 3, error: "HTTP 403")
+            fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[0], state: .uploaded, attempts: 1, error: nil)
+            fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[1], state: .failed, attempts: 3, error: "HTTP 403")
             let failure = Job.Failure(code: .uploadFailed, message: "HTTP 403", mediaID: media[1])
 
             #expect(try await fixture.jobs.fail(jobID: created.job.id, runner: "b", error: failure, now: At.at(2)) == .lostLease)
@@ -290,6 +291,7 @@ struct JobRepositoryTests {
             #expect(job.error == failure)
             #expect(job.finishedAt == At.at(3))
             #expect(job.uploads.map(\.state) == [.uploaded, .failed, .cancelled])
+            #expect(job.uploads[1].attempts == 3 && job.uploads[1].error == "HTTP 403", "the runner's last word, written with the end")
             #expect(job.progress.failed == 1)
             #expect(try await fixture.string("SELECT locked_by FROM jobs WHERE id = ?", [created.job.id]) == nil)
 
@@ -299,7 +301,7 @@ struct JobRepositoryTests {
             #expect(post?.media.allSatisfy { $0.state == .staged && $0.url == nil && $0.postID == created.post.id } == true)
 
             // Finished: progress writes are ignored now.
-            try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[2], state: .uploaded, attempts: 1, error: nil)
+            fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[2], state: .uploaded, attempts: 1, error: nil)
             #expect(try await fixture.jobs.find(id: created.job.id, tenant: .default)?.uploads.last?.state == .cancelled)
         }
     }
@@ -311,7 +313,7 @@ struct JobRepositoryTests {
             let created = try await fixture.create(text: "x", media: media, at: At.at(0))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
             _ = try await fixture.jobs.requestCancel(id: created.job.id, tenant: .default, now: At.at(2))
-            try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[0], state: .uploaded, attempts: 1, error: nil)
+            fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[0], state: .uploaded, attempts: 1, error: nil)
 
             #expect(try await fixture.jobs.finishCancelled(jobID: created.job.id, runner: "b", now: At.at(3)) == .lostLease)
             guard case .done(let job) = try await fixture.jobs.finishCancelled(jobID: created.job.id, runner: "a", now: At.at(4)) else {
@@ -337,7 +339,7 @@ struct JobRepositoryTests {
             let media = try await fixture.stage(1)
             let created = try await fixture.create(text: "x", media: media, at: At.at(0))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
-            try await fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[0], state: .uploading, attempts: 1, error: nil)
+            fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[0], state: .uploading, attempts: 1, error: nil)
             _ = try await fixture.jobs.requestCancel(id: created.job.id, tenant: .default, now: At.at(2))
 
             // Another runner cannot requeue it.

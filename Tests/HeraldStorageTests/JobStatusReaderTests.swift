@@ -25,7 +25,7 @@ struct JobStatusReaderTests {
 
             // Running, with an upload's progress and error, then failed with a media error.
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(3))
-            try await fixture.jobs.updateUpload(jobID: ordered.job.id, mediaID: media[0], state: .failed, attempts: 3, error: "quote \" and\nline")
+            fixture.jobs.updateUpload(jobID: ordered.job.id, mediaID: media[0], state: .failed, attempts: 3, error: "quote \" and\nline")
             try await expectSame(reader, fixture, shapes)
             let failure = Job.Failure(code: .uploadFailed, message: "S3 said no", mediaID: media[0])
             #expect(try await fixture.jobs.fail(jobID: ordered.job.id, runner: "a", error: failure, now: At.at(4)) != .lostLease)

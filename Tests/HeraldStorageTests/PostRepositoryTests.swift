@@ -273,7 +273,7 @@ struct PostRepositoryTests {
             }
 
             let claimed = try await fixture.jobs.claim(runner: "r", leaseUntil: RepositoryFixture.at(60), now: RepositoryFixture.at(2))
-            try await fixture.jobs.updateUpload(jobID: original.job.id, mediaID: media[0], state: .failed, attempts: 3, error: "boom")
+            fixture.jobs.updateUpload(jobID: original.job.id, mediaID: media[0], state: .failed, attempts: 3, error: "boom")
             let failure = Job.Failure(code: .uploadFailed, message: "boom", mediaID: media[0])
             #expect(claimed != nil)
             guard case .done = try await fixture.jobs.fail(jobID: original.job.id, runner: "r", error: failure, now: RepositoryFixture.at(3)) else {

@@ -49,33 +49,6 @@ struct StorageTests {
         }
     }
 
-    /// A relaxed write (an upload's state) commits with `synchronous = NORMAL`, and the writer is FULL again right after:
-    /// the next write, the one a 2xx answers for, is synced as before. Each commit is counted by kind.
-    @Test func aRelaxedWriteLeavesTheWriterFullAndIsCountedApart() async throws {
-        try await withTemporaryDirectory { directory in
-            let storage = try Storage.open(directory: directory, logger: LogRecorder().logger)
-            defer { try? storage.close() }
-            let during = try await storage.write(durable: false) { db, _ in
-                try insertMedia(db, id: "m1")
-                return try Int.fetchOne(db, sql: "PRAGMA synchronous")
-            }
-            #expect(during == 1, "NORMAL while the relaxed transaction runs")
-            let after = try await storage.write { db, _ in
-                try insertMedia(db, id: "m2")
-                return try Pragmas(db).synchronous
-            }
-            #expect(after == 2, "FULL again for the next write")
-            #expect(storage.commits.relaxed.load(ordering: .relaxed) == false)
-            // A relaxed transaction that throws rolls back and still leaves FULL behind.
-            await #expect(throws: (any Error).self) {
-                try await storage.write(durable: false) { db, _ in try insertMedia(db, id: "m1") }  // a duplicate id
-            }
-            #expect(try await storage.pool.write { db in try Pragmas(db).synchronous } == 2)
-            let ids = try await storage.pool.read { db in try String.fetchAll(db, sql: "SELECT id FROM media ORDER BY id") }
-            #expect(ids == ["m1", "m2"])
-        }
-    }
-
     @Test("reopening applies nothing again and keeps the rows")
     func reopenIsIdempotent() async throws {
         try await withTemporaryDirectory { directory in

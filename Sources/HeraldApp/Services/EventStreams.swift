@@ -115,9 +115,9 @@ struct EventStreams: Sendable {
                     try await writer.write(": keep-alive\n\n")
                 case .shutdown:
                     return
-                case .changed(let change) where change.kind == .bytes:
+                case .changed(let change) where change.kind == .live:
                     // Only jobs this stream has shown (so of its tenant); a job it has not yet shown waits for its
-                    // next committed change.
+                    // next committed change. The shown job, its uploads as they are now: no read.
                     guard let shown = sent.last[change.jobID] else { continue }
                     try await sent.write(progress.snapshot(shown.job, version: shown.version), to: writer)
                 case .changed(let change):
