@@ -64,7 +64,7 @@ public struct JSONLogHandler: LogHandler {
             Self.flatten(value, key: Self.fixedMembers.contains(key) ? "metadata.\(key)" : key, into: &members)
         }
         for member in members.sorted(by: { $0.key < $1.key }) {
-            writer.key(member.key)
+            writer.key(escaping: member.key)
             writer.string(member.value)
         }
         writer.endObject()

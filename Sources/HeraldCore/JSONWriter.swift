@@ -48,7 +48,10 @@ public struct JSONWriter: ~Copyable {
     }
 
     /// A member's key that is not known at compile time (a log line's metadata), escaped as any string; its value comes next.
-    public mutating func key(_ key: String) {
+    ///
+    /// Named apart from ``key(_:)``: given the same name, a literal key would pick this overload (`String` is the
+    /// default literal type) and be checked for escapes at every write.
+    public mutating func key(escaping key: String) {
         string(key)
         reserve(1)
         put(UInt8(ascii: ":"))
@@ -59,7 +62,7 @@ public struct JSONWriter: ~Copyable {
         var value = value
         value.withUTF8 { utf8 in
             // Ids, states and timestamps need no escaping: one copy of the whole string.
-            let plain = utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+            let plain = Self.needsNoEscape(utf8)
             reserve((plain ? 1 : 6) * utf8.count + 3)
             separate()
             put(UInt8(ascii: "\""))
@@ -174,6 +177,30 @@ public struct JSONWriter: ~Copyable {
         }
         put(UInt8(ascii: "\\"))
         put(escaped)
+    }
+
+    /// Whether `utf8` holds no byte JSON escapes (a control character, `"` or `\`), checked eight bytes at a time.
+    static func needsNoEscape(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = UnsafeRawPointer(utf8.baseAddress) else { return true }
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var index = 0
+        while index + 8 <= utf8.count {
+            let word = base.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            // The word tests of "Bit Twiddling Hacks": nonzero exactly when some byte is below 0x20, or is 0.
+            // `~word` leaves bytes of 0x80 and above (UTF-8 beyond ASCII) out of every test.
+            let control = (word &- ones &* 0x20) & ~word & highs
+            let quote = ((word ^ (ones &* 0x22)) &- ones) & ~(word ^ (ones &* 0x22)) & highs
+            let backslash = ((word ^ (ones &* 0x5C)) &- ones) & ~(word ^ (ones &* 0x5C)) & highs
+            if control | quote | backslash != 0 { return false }
+            index += 8
+        }
+        while index < utf8.count {
+            let byte = utf8[index]
+            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+            index += 1
+        }
+        return true
     }
 
     /// A comma if one is due; callers have reserved room for it.

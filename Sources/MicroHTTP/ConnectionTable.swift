@@ -79,8 +79,9 @@ final class ConnectionTable: Sendable {
     /// Its head arrived: no deadline while the request is under way.
     func requestStarted(_ connection: OpaquePointer) {
         state.withLock { state in
-            state.entries[key(connection)]?.waitingSince = nil
-            state.entries[key(connection)]?.served = true
+            guard let index = state.entries.index(forKey: key(connection)) else { return }
+            state.entries.values[index].waitingSince = nil
+            state.entries.values[index].served = true
         }
     }
 

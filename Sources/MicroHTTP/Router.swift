@@ -96,7 +96,7 @@ public struct Router: Sendable {
     /// Resolves a decoded path (no query). Literal segments win over parameters; `HEAD` falls back to `GET`.
     public func match(_ method: HTTPRequest.Method, path: Substring) -> Match {
         var parameters = Parameters()
-        guard let node = Self.find(Self.segments(of: path)[...], in: root, &parameters) else { return .notFound }
+        guard let node = Self.find(path, in: root, &parameters) else { return .notFound }
         if let route = node.routes[method] ?? (method == .head ? node.routes[.get] : nil) {
             return .found(route, parameters)
         }
@@ -105,16 +105,17 @@ public struct Router: Sendable {
         return .methodNotAllowed(allow: allow)
     }
 
-    /// The node with routes for `segments`, trying the literal child before the parameter (backtracking).
-    private static func find(_ segments: ArraySlice<Substring>, in node: Node, _ parameters: inout Parameters) -> Node? {
-        guard let segment = segments.first else { return node.routes.isEmpty ? nil : node }
-        if let child = node.literals[segment], let found = find(segments.dropFirst(), in: child, &parameters) {
+    /// The node with routes for the segments of `path`, trying the literal child before the parameter (backtracking).
+    /// Walks the path in place: no array of segments per request.
+    private static func find(_ path: Substring, in node: Node, _ parameters: inout Parameters) -> Node? {
+        guard let (segment, rest) = firstSegment(of: path) else { return node.routes.isEmpty ? nil : node }
+        if let child = node.literals[segment], let found = find(rest, in: child, &parameters) {
             return found
         }
         guard let parameter = node.parameter else { return nil }
         let previous = parameters[parameter.name]
         parameters[parameter.name] = String(segment)
-        if let found = find(segments.dropFirst(), in: parameter.node, &parameters) { return found }
+        if let found = find(rest, in: parameter.node, &parameters) { return found }
         parameters[parameter.name] = previous
         return nil
     }
@@ -173,6 +174,14 @@ public struct Router: Sendable {
     /// Split on the UTF-8 view: `/` is one byte, and splitting by `Character` pays for grapheme breaking.
     private static func segments(of path: Substring) -> [Substring] {
         path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map { Substring($0) }
+    }
+
+    /// The first non-empty segment of `path` and what follows it, as ``segments(of:)`` splits; nil when none is left.
+    private static func firstSegment(of path: Substring) -> (segment: Substring, rest: Substring)? {
+        let utf8 = path.utf8
+        guard let start = utf8.firstIndex(where: { $0 != UInt8(ascii: "/") }) else { return nil }
+        let end = utf8[start...].firstIndex(of: UInt8(ascii: "/")) ?? utf8.endIndex
+        return (Substring(utf8[start..<end]), Substring(utf8[end...]))
     }
 }
 

@@ -46,4 +46,30 @@ struct JSONWriterTests {
         #expect(read == [plain, awkward, ""])
         #expect(String(decoding: writer.bytes, as: UTF8.self).contains(#"\u0007"#))
     }
+
+    /// The check that skips escaping reads eight bytes at a time: every ASCII byte, at every place of a string long
+    /// enough for two words and a tail, beside bytes beyond ASCII, must read back as itself.
+    @Test("every byte at every place of a string is escaped when JSON needs it, whatever its place in a word")
+    func escapesAtEveryPlace() throws {
+        for length in [7, 8, 9, 17] {
+            for place in 0..<length {
+                var writer = JSONWriter(capacity: 64)
+                writer.beginArray()
+                var expected: [String] = []
+                for byte in UInt8(0)..<0x80 {
+                    var bytes = Array(repeating: UInt8(ascii: "a"), count: length)
+                    bytes[place] = byte
+                    if place + 1 < length { bytes[place + 1] = 0xC3 }  // é around it: bytes of 0x80 and above
+                    if place + 2 < length { bytes[place + 2] = 0xA9 }
+                    if place + 1 == length - 1 { bytes[place + 1] = UInt8(ascii: "z") }  // never half of é at the end
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    expected.append(text)
+                    writer.string(text)
+                }
+                writer.endArray()
+                let read = try JSONSerialization.jsonObject(with: Data(writer.bytes)) as? [String]
+                #expect(read == expected, "length \(length), place \(place)")
+            }
+        }
+    }
 }
