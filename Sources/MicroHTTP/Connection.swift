@@ -44,7 +44,8 @@ struct PreparedResponse: @unchecked Sendable {
         }
         guard let pointer else { return nil }
         for field in response.headerFields {
-            _ = MHD_add_response_header(pointer, field.name.rawName, field.value)
+            // withCString: a small string is copied to the stack (`utf8CString` would allocate an array for it).
+            _ = field.name.rawName.withCString { name in field.value.withCString { MHD_add_response_header(pointer, name, $0) } }
         }
         return PreparedResponse(pointer: pointer, status: response.status.code, bodySize: bodySize)
     }

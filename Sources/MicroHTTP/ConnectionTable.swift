@@ -25,6 +25,8 @@ import Synchronization
 final class ConnectionTable: Sendable {
     private struct Entry {
         let descriptor: Int32
+        /// The peer's numeric address, formatted once for all the connection's requests.
+        let peer: String?
         /// Since when the connection has waited for a request head; nil while a request is under way.
         var waitingSince: ContinuousClock.Instant?
         /// Whether a request ever came: kept-alive clients are closed only after connections that never asked anything.
@@ -57,10 +59,10 @@ final class ConnectionTable: Sendable {
     /// Connections closed so far because they waited too long for a head, and to make room for new ones.
     var closedCounts: (waiting: Int, evicted: Int) { state.withLock { ($0.closedWaiting, $0.evicted) } }
 
-    /// A new connection, waiting for its first head; closes one if the table is now over its limit.
-    func opened(_ connection: OpaquePointer, descriptor: Int32, now: ContinuousClock.Instant = .now) {
+    /// A new connection from `peer`, waiting for its first head; closes one if the table is now over its limit.
+    func opened(_ connection: OpaquePointer, descriptor: Int32, peer: String? = nil, now: ContinuousClock.Instant = .now) {
         state.withLock { state in
-            state.entries[key(connection)] = Entry(descriptor: descriptor, waitingSince: now)
+            state.entries[key(connection)] = Entry(descriptor: descriptor, peer: peer, waitingSince: now)
             state.open += 1
             guard state.open > limit else { return }
             // Never served before kept alive, then the longest waiting: the new connection only when no other waits.
@@ -76,12 +78,13 @@ final class ConnectionTable: Sendable {
         }
     }
 
-    /// Its head arrived: no deadline while the request is under way.
-    func requestStarted(_ connection: OpaquePointer) {
+    /// Its head arrived: no deadline while the request is under way. Returns the peer it was opened with.
+    func requestStarted(_ connection: OpaquePointer) -> String? {
         state.withLock { state in
-            guard let index = state.entries.index(forKey: key(connection)) else { return }
+            guard let index = state.entries.index(forKey: key(connection)) else { return nil }
             state.entries.values[index].waitingSince = nil
             state.entries.values[index].served = true
+            return state.entries.values[index].peer
         }
     }
 

@@ -217,15 +217,15 @@ final class Daemon: Sendable {
     ) -> MHD_Result {
         // The request's duration, in the log and the metrics, counts from here: the handler's work included.
         let started = ContinuousClock.now
-        connections.requestStarted(pointer)
+        let knownPeer = connections.requestStarted(pointer)
         var head = Head()
         withUnsafeMutablePointer(to: &head) { headPointer in
             _ = MHD_get_connection_values_n(pointer, .HEADER_KIND, Daemon.collectHeader, headPointer)
             _ = MHD_get_connection_values_n(pointer, .GET_ARGUMENT_KIND, Daemon.collectArgument, headPointer)
         }
-        // Formatted once, here: the access log and `Request.remoteAddress` (for auth) both need it. An IPv4
-        // address fits a small string, so it costs no allocation. Behind a trusted proxy, the client it forwarded for.
-        let peer = herald_client_address(pointer).flatMap(SocketAddress.describe)
+        // Formatted once a connection (as it opened), not per request: the access log and `Request.remoteAddress` (for
+        // auth) both need it. Behind a trusted proxy, the client it forwarded for.
+        let peer = knownPeer ?? herald_client_address(pointer).flatMap(SocketAddress.describe)
         let client = peer.map { configuration.trustedProxies.client(peer: $0, forwardedFor: head.forwardedFor) }
         let requestID = RequestID.accept(head.requestID) ?? RequestID.generate()
         let connection = Connection(pointer: pointer)
@@ -507,7 +507,9 @@ final class Daemon: Sendable {
         guard let context, let connection else { return }
         let table = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue().connections
         switch change {
-        case .CONNECTION_NOTIFY_STARTED: table.opened(connection, descriptor: herald_connection_socket(connection))
+        case .CONNECTION_NOTIFY_STARTED:
+            table.opened(
+                connection, descriptor: herald_connection_socket(connection), peer: herald_client_address(connection).flatMap(SocketAddress.describe))
         case .CONNECTION_NOTIFY_CLOSED: table.closed(connection)
         default: break
         }

@@ -39,7 +39,7 @@ struct ConnectionTableTests {
         let start = ContinuousClock.now
         table.opened(connection(1), descriptor: pairs[0].server, now: start)
         table.opened(connection(2), descriptor: pairs[1].server, now: start + .seconds(1))
-        table.requestStarted(connection(1))
+        _ = table.requestStarted(connection(1))
         // 1 is in a request, so 2 has waited longest.
         table.opened(connection(3), descriptor: pairs[2].server, now: start + .seconds(2))
         #expect(pairs.map(\.isShut) == [false, true, false, false])
@@ -49,7 +49,7 @@ struct ConnectionTableTests {
         #expect(table.count == 2)
 
         // Every other connection in a request: the new one is the one closed.
-        table.requestStarted(connection(3))
+        _ = table.requestStarted(connection(3))
         table.opened(connection(4), descriptor: pairs[3].server, now: start + .seconds(3))
         #expect(pairs.map(\.isShut) == [false, true, false, true])
         #expect(table.closedCounts.evicted == 2)
@@ -62,7 +62,7 @@ struct ConnectionTableTests {
         let start = ContinuousClock.now
         // 1 was served and waits for its next head since 1 s; 2 and 3 opened later and never sent anything.
         table.opened(connection(1), descriptor: pairs[0].server, now: start)
-        table.requestStarted(connection(1))
+        _ = table.requestStarted(connection(1))
         table.requestEnded(connection(1), now: start + .seconds(1))
         table.opened(connection(2), descriptor: pairs[1].server, now: start + .seconds(2))
         table.opened(connection(3), descriptor: pairs[2].server, now: start + .seconds(3))
@@ -78,8 +78,8 @@ struct ConnectionTableTests {
         table.opened(connection(1), descriptor: pairs[0].server, now: start)
         table.opened(connection(2), descriptor: pairs[1].server, now: start)
         table.opened(connection(3), descriptor: pairs[2].server, now: start)
-        table.requestStarted(connection(2))
-        table.requestStarted(connection(3))
+        _ = table.requestStarted(connection(2))
+        _ = table.requestStarted(connection(3))
         table.requestEnded(connection(3), now: start + .seconds(4))
 
         // 1 waited 5 s; 2 is in a request (no deadline); 3 waits for its next head since 4 s, due at 9 s.
