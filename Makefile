@@ -53,9 +53,10 @@ openapi-lint:
 release: deps
 	$(SWIFT) build -c release --product herald --static-swift-stdlib --scratch-path .build-release
 
-## Release builds, then every measurement side by side (Benchmarks/run.py); writes BENCHMARKS.md (about 15 minutes
+## Release builds, then every measurement side by side (Benchmarks/run.py); writes BENCHMARKS.md (about 20 minutes
 ## warm: the status poll at both log levels, post creation, parallel publish, cancellation, memory, 1 GiB ingest on
-## disk and tmpfs, the publish path with its fsyncs counted under strace). One part: BENCH_ARGS="--only publish".
+## disk and tmpfs, the publish path with its fsyncs counted under strace, the image through make verify-container's
+## script, which rebuilds the Swift layer after a source change: 12 minutes more). One part: BENCH_ARGS="--only publish".
 bench: deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }
 	@command -v curl >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq curl; }

@@ -25,6 +25,9 @@ table gives medians with min and max, and ratios of medians. Release builds use 
   7. Publish path: 200 posts x 4 media of 100 bytes by 8 clients, Herald's defaults (file store), from the first
      POST /v1/posts to the last job succeeded: posts/s, job p50/p90, durable commits (GET /metrics) and fsyncs
      (strace, on a second untimed run) per post.
+  8. The image: scripts/verify-container builds the Dockerfile unchanged (buildah) and runs its checks (podman);
+     then the image's size, each layer's, the binary's symbol table (backtraces name functions) and debug info, and
+     cold start: `podman run` on an empty volume to /readyz 200. Left out, with the reason, without podman.
 
 Raw outputs go to Benchmarks/out/. Every process and every wrk run has a hard time limit.
 """
@@ -950,6 +953,74 @@ def publish_path(binaries, rounds, posts):
     return {"posts": posts, "runs": runs}
 
 
+# MARK: 8. The image
+
+IMAGE = "localhost/app:verify"  # what scripts/verify-container builds and checks
+CONTAINER_TOOLS = os.path.realpath(os.path.join(ROOT, "..", "shared", "tools", "container"))
+
+
+def podman(*arguments, check=True, timeout=120):
+    # The storage and configuration the shared build tool set up (scripts/verify-container uses them too).
+    work = os.environ.get("W", "/tmp/herald-container")
+    environment = dict(os.environ, CONTAINERS_STORAGE_CONF=f"{work}/storage.conf", CONTAINERS_CONF=f"{work}/containers.conf")
+    return subprocess.run(["podman", *arguments], env=environment, capture_output=True, text=True, check=check, timeout=timeout).stdout
+
+
+def image(rounds):
+    """Issue 18's goal 4: the image scripts/verify-container built and checked; its size and layers, the binary's
+    sections, and cold start (`podman run` on an empty volume to /readyz 200) `rounds` times."""
+    if not shutil.which("podman") or not os.path.isdir(CONTAINER_TOOLS):
+        return {"skipped": f"no podman, or no {CONTAINER_TOOLS}"}
+    log("image: scripts/verify-container (the Dockerfile built unchanged with buildah, then its checks; cached layers reused)")
+    with open(os.path.join(OUT, "verify-container.log"), "w") as output:
+        verified = subprocess.run([os.path.join(ROOT, "scripts", "verify-container")], cwd=ROOT, stdout=output,
+                                  stderr=subprocess.STDOUT, timeout=3600)
+    if verified.returncode != 0:
+        return {"skipped": f"scripts/verify-container failed (exit {verified.returncode}; Benchmarks/out/verify-container.log)"}
+    size = int(podman("image", "inspect", IMAGE, "--format", "{{.Size}}").strip())
+    layers = [(int(layer["size"]), layer.get("CreatedBy") or layer.get("createdBy") or "")
+              for layer in json.loads(podman("history", "--format", "json", IMAGE)) if int(layer["size"]) > 0]
+    # The binary, copied out of a created (never started) container: the image has no shell to look with.
+    binary = os.path.join(OUT, "herald-image-binary")
+    podman("rm", "-f", "herald-bench-copy", check=False)
+    podman("create", "--name", "herald-bench-copy", IMAGE)
+    try:
+        podman("cp", "herald-bench-copy:/usr/local/bin/herald", binary)
+    finally:
+        podman("rm", "-f", "herald-bench-copy", check=False)
+    sections = subprocess.run(["readelf", "-S", "-W", binary], capture_output=True, text=True, check=True).stdout
+    symbols = subprocess.run(["readelf", "-s", "-W", binary], capture_output=True, text=True, check=True).stdout.count("\n")
+    binary_size = os.path.getsize(binary)
+    os.remove(binary)
+    starts = []
+    for round_index in range(rounds):
+        port = free_port()
+        name, volume = f"herald-bench-cold-{round_index}", f"herald-bench-cold-{round_index}"
+        podman("rm", "-f", "-t", "0", name, check=False)
+        podman("volume", "rm", "-f", volume, check=False)
+        podman("volume", "create", volume)
+        try:
+            started = time.monotonic()
+            podman("run", "-d", "--name", name, "-e", f"HERALD_PORT={port}", "-v", f"{volume}:/data", IMAGE)
+            deadline = started + 60
+            while time.monotonic() < deadline:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as answer:
+                        if answer.status == 200:
+                            break
+                except OSError:
+                    time.sleep(0.01)
+            else:
+                raise RuntimeError(f"the container did not answer /readyz within 60 s (port {port})")
+            starts.append(time.monotonic() - started)
+            log(f"image: cold start {round_index + 1}/{rounds}: {starts[-1]:.2f} s")
+        finally:
+            podman("rm", "-f", "-t", "0", name, check=False)
+            podman("volume", "rm", "-f", volume, check=False)
+    return {"size": size, "layers": layers, "binary": binary_size, "symbols": symbols,
+            "debug": ".debug_info" in sections, "symtab": ".symtab" in sections, "starts": starts}
+
+
 # MARK: Report
 
 
@@ -967,7 +1038,7 @@ def verdict(ratio, target, at_least=True):
     return f"{ratio:.2f}× ({'≥' if at_least else '≤'} {target} {'met' if met else 'MISSED'})"
 
 
-def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=None, published=None):
+def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=None, published=None, built=None):
     lines = [
         "# Benchmarks",
         "",
@@ -1176,10 +1247,42 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
             f"every call of every thread counted (the summary), over {count}; raw output in `Benchmarks/out/strace-*.txt`.",
             "",
         ]
+    if built:
+        lines += ["## 8. The image", ""]
+        if "skipped" in built:
+            lines += [f"Skipped: {built['skipped']}.", ""]
+        else:
+            megabytes = built["size"] / 1e6
+            lines += [
+                "| image MB | binary MB | symbol table | debug info | cold start s |",
+                "|---|---|---|---|---|",
+                f"| {megabytes:.1f} | {built['binary'] / 1e6:.1f} | {'kept' if built['symtab'] else 'stripped'} "
+                f"({built['symbols']} lines of `readelf -s`) | {'present' if built['debug'] else 'none'} | "
+                f"{cell(built['starts'], 2)} |",
+                "",
+                f"- image size: {megabytes:.1f} MB ({'met' if megabytes <= 150 else 'MISSED'}, limit ≤ 150 MB); backtraces "
+                f"name functions: {'yes' if built['symtab'] else 'NO'} (the symbol table is kept)",
+                "",
+                "Layers (`podman history`, those with bytes):",
+                "",
+                "| MB | created by |",
+                "|---|---|",
+            ]
+            for size, created in built["layers"]:
+                lines.append(f"| {size / 1e6:.1f} | `{created[:110].replace('|', '/')}` |")
+            lines += [
+                "",
+                "`scripts/verify-container` builds the Dockerfile unchanged with buildah (the shared tool in "
+                "`../shared/tools/container`) and checks it with podman (HTTP, a non-root uid, the HEALTHCHECK, exit 0 on "
+                "SIGTERM, a post published and kept across a restart); its output is in "
+                "`Benchmarks/out/verify-container.log`. Cold start: from `podman run -d` (a fresh empty volume each "
+                f"time) to the first `/readyz` 200, polled every 10 ms, {len(built['starts'])} times.",
+                "",
+            ]
     return "\n".join(lines)
 
 
-MEASUREMENTS = ["poll", "posts", "parallel", "cancel", "memory", "ingest", "publish"]
+MEASUREMENTS = ["poll", "posts", "parallel", "cancel", "memory", "ingest", "publish", "image"]
 
 
 def main():
@@ -1202,7 +1305,8 @@ def main():
     rss = memory(binaries) if "memory" in only else None
     ingested = ingest(binaries, args.rounds, args.ingest_mib << 20, args.data_disk) if "ingest" in only else None
     published = publish_path(binaries, args.rounds, args.publish_posts) if "publish" in only else None
-    text = report(args, poll, posts, parallel, cancels, rss, ingested, published)
+    built = image(args.rounds) if "image" in only else None
+    text = report(args, poll, posts, parallel, cancels, rss, ingested, published, built)
     notes = os.path.join(BENCH, "notes.md")  # what profiling found, kept by hand next to the numbers
     if os.path.exists(notes):
         text += "\n" + open(notes).read()
