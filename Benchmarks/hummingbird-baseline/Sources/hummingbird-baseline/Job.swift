@@ -70,10 +70,14 @@ struct Upload: Codable, FetchableRecord {
     var state: UploadState
     var attempts: Int
     var error: String?
+    /// The medium's size, and the bytes of it the store has taken (all once uploaded).
+    var size: Int
+    var bytesSent: Int
 
     enum CodingKeys: String, CodingKey {
         case mediaID = "media_id"
-        case state, attempts, error
+        case state, attempts, error, size
+        case bytesSent = "bytes_sent"
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -82,6 +86,8 @@ struct Upload: Codable, FetchableRecord {
         try container.encode(state, forKey: .state)
         try container.encode(attempts, forKey: .attempts)
         try container.encode(error, forKey: .error)  // `null`, not left out
+        try container.encode(size, forKey: .size)
+        try container.encode(bytesSent, forKey: .bytesSent)
     }
 }
 
@@ -97,6 +103,14 @@ struct Job: ResponseEncodable {
         var uploaded: Int
         var failed: Int
         var percent: Int
+        var bytesTotal: Int
+        var bytesUploaded: Int
+
+        enum CodingKeys: String, CodingKey {
+            case total, uploaded, failed, percent
+            case bytesTotal = "bytes_total"
+            case bytesUploaded = "bytes_uploaded"
+        }
     }
 
     /// `media_id` is left out (not `null`) when the failure is not about one medium, as in Herald.
@@ -111,11 +125,22 @@ struct Job: ResponseEncodable {
         }
     }
 
+    /// As Herald counts: bytes when the media have sizes, held below 100 until every medium is uploaded.
     var progress: Progress {
+        let total = uploads.count
         let uploaded = uploads.count(where: { $0.state == .uploaded })
         let failed = uploads.count(where: { $0.state == .failed })
-        let percent = uploads.isEmpty ? (record.state == .succeeded ? 100 : 0) : uploaded * 100 / uploads.count
-        return Progress(total: uploads.count, uploaded: uploaded, failed: failed, percent: percent)
+        let bytesTotal = uploads.reduce(0) { $0 + $1.size }
+        let bytesUploaded = uploads.reduce(0) { $0 + ($1.state == .uploaded ? $1.size : min($1.bytesSent, $1.size)) }
+        let percent =
+            switch (total, bytesTotal) {
+            case (0, _): record.state == .succeeded ? 100 : 0
+            case _ where uploaded == total: 100
+            case (_, 0): uploaded * 100 / total
+            default: min(99, bytesUploaded * 100 / bytesTotal)
+            }
+        return Progress(
+            total: total, uploaded: uploaded, failed: failed, percent: percent, bytesTotal: bytesTotal, bytesUploaded: bytesUploaded)
     }
 
     var failure: Failure? {
@@ -161,7 +186,8 @@ extension Job {
             let uploads = try Upload.fetchAll(
                 db,
                 sql: """
-                    SELECT uploads.media_id, uploads.state, uploads.attempts, uploads.error
+                    SELECT uploads.media_id, uploads.state, uploads.attempts, uploads.error, media.size,
+                        CASE WHEN uploads.state = 'uploaded' THEN media.size ELSE uploads.bytes_sent END AS bytes_sent
                     FROM uploads JOIN media ON media.id = uploads.media_id
                     WHERE uploads.job_id = ?
                     ORDER BY media.position, media.id
