@@ -430,8 +430,14 @@ class FakeS3:
                 with fake.lock:
                     fake.puts.append((key, started, time.monotonic()))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            # socketserver listens with a backlog of 5: of 8 uploads connecting at once, some SYNs were dropped and
+            # retried a second later, so their PUTs went out on the first connections freed (a job of 8 at
+            # --upload-concurrency 8 took two latencies instead of one, in about one round in three).
+            request_queue_size = 1024
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
