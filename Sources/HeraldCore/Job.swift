@@ -69,8 +69,8 @@ public struct Job: Codable, Sendable, Equatable {
         public var error: String?
         /// The medium's size in bytes.
         public var size: Int
-        /// Bytes of this attempt the store has taken: all of them once uploaded. Live while uploading (kept in memory,
-        /// written at state changes).
+        /// Bytes of this attempt the store has taken: all of them once uploaded. Live while the job runs (kept in memory,
+        /// written with the job's end).
         public var bytesSent: Int
 
         /// Creates an upload entry.
