@@ -63,7 +63,9 @@ public struct Router: Sendable {
     ) {
         if !isKnownUniquelyReferenced(&root) { root = root.copy() }
         var node = root
-        for segment in Self.segments(of: Substring(template)) {
+        var rest = Substring(template)
+        while let (segment, after) = Self.firstSegment(of: rest) {
+            rest = after
             if segment.hasPrefix("{"), segment.hasSuffix("}") {
                 let name = String(segment.dropFirst().dropLast())
                 if let parameter = node.parameter {
@@ -171,12 +173,8 @@ public struct Router: Sendable {
         }
     }
 
-    /// Split on the UTF-8 view: `/` is one byte, and splitting by `Character` pays for grapheme breaking.
-    private static func segments(of path: Substring) -> [Substring] {
-        path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map { Substring($0) }
-    }
-
-    /// The first non-empty segment of `path` and what follows it, as ``segments(of:)`` splits; nil when none is left.
+    /// The first non-empty segment of `path` and what follows it; nil when none is left. Split on the UTF-8 view: `/`
+    /// is one byte, and splitting by `Character` pays for grapheme breaking.
     private static func firstSegment(of path: Substring) -> (segment: Substring, rest: Substring)? {
         let utf8 = path.utf8
         guard let start = utf8.firstIndex(where: { $0 != UInt8(ascii: "/") }) else { return nil }
