@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// `DatabasePool.read` around two queries cost most of a status poll (`BENCHMARKS.md`): the reader pool's checkout,
 /// a deferred `BEGIN`/`COMMIT`, a sort, and rows copied and decoded by column name. Here the calling HTTP thread
-/// takes one of a few read-only connections, and the job and its uploads come from one statement (one SQLite
+/// takes one of a few read-only connections of its own, and the job and its uploads come from one statement (one SQLite
 /// snapshot, so they always agree) that walks the media in position order, stepped with SQLite's C API. WAL: a
 /// reader never waits for the writer.
 public struct JobStatusReader: Sendable {
@@ -19,13 +19,7 @@ public struct JobStatusReader: Sendable {
 
     /// Opens `count` read-only connections to the database `storage` opened (and migrated).
     public init(_ storage: Storage, connections count: Int) throws {
-        var configuration = Configuration()
-        configuration.label = "herald.status"
-        configuration.readonly = true
-        configuration.busyMode = .timeout(Storage.busyTimeout)
-        connections = try (0..<max(count, 1)).map { _ in
-            Connection(queue: try DatabaseQueue(path: storage.path, configuration: configuration))
-        }
+        connections = try (0..<max(count, 1)).map { _ in try Connection(path: storage.path) }
         next = RoundRobin()
         progress = storage.uploadProgress
     }
@@ -38,9 +32,7 @@ public struct JobStatusReader: Sendable {
     }
 
     private func read(id: JobID, tenant: Tenant) throws -> Job? {
-        let connection = connections[next.take() % connections.count]
-        return try connection.queue.inDatabase { db in
-            let statement = try connection.statement(db)
+        try connections[next.take() % connections.count].withStatement { statement, db in
             var bound = id.rawValue
             var owner = tenant.rawValue
             return try bound.withUTF8 { id8 in
@@ -64,11 +56,11 @@ public struct JobStatusReader: Sendable {
     }
 
     /// Steps ``query`` bound to `id`: the job from its first row, an upload from each row.
-    private static func read(_ statement: OpaquePointer, id: JobID, db: Database) throws -> Job? {
+    private static func read(_ statement: OpaquePointer, id: JobID, db: OpaquePointer) throws -> Job? {
         var code = sqlite3_step(statement)
         guard code == SQLITE_ROW else {
             if code == SQLITE_DONE { return nil }
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage, sql: query)
+            throw Connection.error(code, db)
         }
         let columns = Columns(statement)
         guard var job = Rows.job(columns, uploads: []) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
@@ -88,7 +80,7 @@ public struct JobStatusReader: Sendable {
             code = sqlite3_step(statement)
         }
         guard code == SQLITE_DONE else {
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage, sql: query)
+            throw Connection.error(code, db)
         }
         return job
     }
@@ -137,20 +129,51 @@ public struct JobStatusReader: Sendable {
         }
     }
 
-    /// One read-only connection and its prepared ``query``.
-    private final class Connection: @unchecked Sendable {
-        // @unchecked Sendable: `prepared` is only touched inside `queue.inDatabase`, which runs one block at a time.
-        let queue: DatabaseQueue
-        private var prepared: Statement?
+    /// One read-only connection and its prepared ``query``, used by one caller at a time.
+    ///
+    /// Opened with SQLite's C API rather than as a GRDB `DatabaseQueue`: the poll steps one prepared statement, and
+    /// the queue's `DispatchQueue.sync` and the connection's own mutex (Debian's SQLite is built serialized; GRDB
+    /// keeps its threading mode internal) cost more than the read. The lock here is the only serialization needed
+    /// (`SQLITE_OPEN_NOMUTEX`). Storage opened and migrated the database first, in WAL mode.
+    private final class Connection: Sendable {
+        /// Held while the statement is bound and stepped.
+        private let lock = Mutex(())
+        // nonisolated(unsafe): touched only under `lock` (and by deinit, when no one else can).
+        private nonisolated(unsafe) let db: OpaquePointer
+        private nonisolated(unsafe) let statement: OpaquePointer
 
-        init(queue: DatabaseQueue) { self.queue = queue }
+        init(path: String) throws {
+            var db: OpaquePointer?
+            let opened = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
+            guard let db else { throw DatabaseError(resultCode: ResultCode(rawValue: opened), message: "out of memory") }
+            guard opened == SQLITE_OK else { throw Self.closing(db, opened) }
+            sqlite3_extended_result_codes(db, 1)
+            sqlite3_busy_timeout(db, Int32(Storage.busyTimeout * 1000))
+            var statement: OpaquePointer?
+            let prepared = sqlite3_prepare_v3(db, JobStatusReader.query, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+            guard prepared == SQLITE_OK, let statement else { throw Self.closing(db, prepared) }
+            self.db = db
+            self.statement = statement
+        }
 
-        /// ``query``, prepared on first use (kept: looking it up in GRDB's statement cache hashes the SQL each time).
-        func statement(_ db: Database) throws -> OpaquePointer {
-            if let prepared { return prepared.sqliteStatement }
-            let statement = try db.makeStatement(sql: JobStatusReader.query)
-            prepared = statement
-            return statement.sqliteStatement
+        deinit {
+            sqlite3_finalize(statement)
+            sqlite3_close_v2(db)
+        }
+
+        /// Runs `body` with the prepared statement and its connection, holding the lock.
+        func withStatement<T>(_ body: (_ statement: OpaquePointer, _ db: OpaquePointer) throws -> T) throws -> T {
+            try lock.withLock { _ in try body(statement, db) }
+        }
+
+        /// The error SQLite reported on `db` for `code`.
+        static func error(_ code: Int32, _ db: OpaquePointer) -> DatabaseError {
+            DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db)), sql: JobStatusReader.query)
+        }
+
+        private static func closing(_ db: OpaquePointer, _ code: Int32) -> DatabaseError {
+            defer { sqlite3_close_v2(db) }
+            return error(code, db)
         }
     }
 

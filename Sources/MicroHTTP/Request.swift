@@ -67,20 +67,34 @@ public struct Request: Sendable {
 
 /// The values of a route's path parameters.
 public struct Parameters: Sendable, Hashable {
-    private var values: [String: String]
+    /// In template order. A route has one or two: a scan beats hashing, and an empty array allocates nothing.
+    private var values: [Value] = []
+
+    private struct Value: Sendable, Hashable {
+        let name: String
+        var value: String
+    }
 
     public init(_ values: [String: String] = [:]) {
-        self.values = values
+        self.values = values.sorted { $0.key < $1.key }.map { Value(name: $0.key, value: $0.value) }
     }
 
     public subscript(_ name: String) -> String? {
-        get { values[name] }
-        set { values[name] = newValue }
+        get { values.first { $0.name == name }?.value }
+        set {
+            let index = values.firstIndex { $0.name == name }
+            switch (index, newValue) {
+            case (let index?, let value?): values[index].value = value
+            case (let index?, nil): values.remove(at: index)
+            case (nil, let value?): values.append(Value(name: name, value: value))
+            case (nil, nil): break
+            }
+        }
     }
 
     /// The value of `name`, which the route template guarantees.
     public func require(_ name: String) throws -> String {
-        guard let value = values[name] else {
+        guard let value = self[name] else {
             throw HTTPError(.internalServerError, detail: "route has no parameter '\(name)'")
         }
         return value

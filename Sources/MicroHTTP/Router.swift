@@ -31,18 +31,29 @@ public struct Router: Sendable {
         case methodNotAllowed(allow: [HTTPRequest.Method])
     }
 
+    /// A path segment's place in the tree. A node has a handful of children and routes: scanned in order, compared by
+    /// bytes, where a dictionary would hash every segment (and the method's name) of every request.
     private final class Node: @unchecked Sendable {
         // @unchecked Sendable: mutated only while the router is built (copy-on-write below), read-only after.
-        var literals: [Substring: Node] = [:]
+        var literals: [(segment: [UInt8], node: Node)] = []
         var parameter: (name: String, node: Node)?
-        var routes: [HTTPRequest.Method: Route] = [:]
+        /// At most one a method.
+        var routes: [Route] = []
 
         func copy() -> Node {
             let node = Node()
-            node.literals = literals.mapValues { $0.copy() }
+            node.literals = literals.map { ($0.segment, $0.node.copy()) }
             node.parameter = parameter.map { ($0.name, $0.node.copy()) }
             node.routes = routes
             return node
+        }
+
+        func literal(_ segment: UnsafeBufferPointer<UInt8>) -> Node? {
+            literals.first { $0.segment.elementsEqual(segment) }?.node
+        }
+
+        func route(_ method: HTTPRequest.Method) -> Route? {
+            routes.first { $0.method == method }
         }
     }
 
@@ -62,29 +73,41 @@ public struct Router: Sendable {
         use handler: @escaping Handler
     ) {
         if !isKnownUniquelyReferenced(&root) { root = root.copy() }
-        var node = root
-        var rest = Substring(template)
-        while let (segment, after) = Self.firstSegment(of: rest) {
-            rest = after
-            if segment.hasPrefix("{"), segment.hasSuffix("}") {
-                let name = String(segment.dropFirst().dropLast())
-                if let parameter = node.parameter {
-                    precondition(parameter.name == name, "conflicting parameter names at \(template)")
-                    node = parameter.node
+        var text = template
+        // Split as requests are (``Path``): a template's segments are the ones a request's path is matched by.
+        let node = text.withUTF8 { bytes in
+            let path = Path(bytes: bytes)
+            var node = root
+            var offset = 0
+            while let (range, end) = path.segment(from: offset) {
+                offset = end
+                let segment = UnsafeBufferPointer(rebasing: bytes[range])
+                if segment.count > 1, segment.first == UInt8(ascii: "{"), segment.last == UInt8(ascii: "}") {
+                    let name = String(decoding: UnsafeBufferPointer(rebasing: segment.dropFirst().dropLast()), as: UTF8.self)
+                    if let parameter = node.parameter {
+                        precondition(parameter.name == name, "conflicting parameter names at \(template)")
+                        node = parameter.node
+                    } else {
+                        let child = Node()
+                        node.parameter = (name, child)
+                        node = child
+                    }
+                } else if let child = node.literal(segment) {
+                    node = child
                 } else {
                     let child = Node()
-                    node.parameter = (name, child)
+                    node.literals.append((Array(segment), child))
                     node = child
                 }
-            } else if let child = node.literals[segment] {
-                node = child
-            } else {
-                let child = Node()
-                node.literals[segment] = child
-                node = child
             }
+            return node
         }
-        node.routes[method] = Route(method: method, template: template, maxBodySize: maxBodySize, handler: handler, immediate: immediate)
+        let route = Route(method: method, template: template, maxBodySize: maxBodySize, handler: handler, immediate: immediate)
+        if let index = node.routes.firstIndex(where: { $0.method == method }) {
+            node.routes[index] = route
+        } else {
+            node.routes.append(route)
+        }
     }
 
     public mutating func get(_ template: String, immediate: ImmediateHandler? = nil, use handler: @escaping Handler) {
@@ -98,28 +121,46 @@ public struct Router: Sendable {
     /// Resolves a decoded path (no query). Literal segments win over parameters; `HEAD` falls back to `GET`.
     public func match(_ method: HTTPRequest.Method, path: Substring) -> Match {
         var parameters = Parameters()
-        guard let node = Self.find(path, in: root, &parameters) else { return .notFound }
-        if let route = node.routes[method] ?? (method == .head ? node.routes[.get] : nil) {
+        var path = path
+        let found = path.withUTF8 { Self.find(Path(bytes: $0), from: 0, in: root, &parameters) }
+        guard let node = found else { return .notFound }
+        if let route = node.route(method) ?? (method == .head ? node.route(.get) : nil) {
             return .found(route, parameters)
         }
-        var allow = node.routes.keys.sorted { $0.rawValue < $1.rawValue }
-        if node.routes[.get] != nil, node.routes[.head] == nil { allow.append(.head) }
+        var allow = node.routes.map(\.method).sorted { $0.rawValue < $1.rawValue }
+        if node.route(.get) != nil, node.route(.head) == nil { allow.append(.head) }
         return .methodNotAllowed(allow: allow)
     }
 
-    /// The node with routes for the segments of `path`, trying the literal child before the parameter (backtracking).
-    /// Walks the path in place: no array of segments per request.
-    private static func find(_ path: Substring, in node: Node, _ parameters: inout Parameters) -> Node? {
-        guard let (segment, rest) = firstSegment(of: path) else { return node.routes.isEmpty ? nil : node }
-        if let child = node.literals[segment], let found = find(rest, in: child, &parameters) {
+    /// The node with routes for the segments of `path` from `offset`, trying the literal child before the parameter
+    /// (backtracking). Walks the bytes in place: no array of segments, no string but a parameter's value.
+    private static func find(_ path: Path, from offset: Int, in node: Node, _ parameters: inout Parameters) -> Node? {
+        guard let (segment, end) = path.segment(from: offset) else { return node.routes.isEmpty ? nil : node }
+        let bytes = UnsafeBufferPointer(rebasing: path.bytes[segment])
+        if let child = node.literal(bytes), let found = find(path, from: end, in: child, &parameters) {
             return found
         }
         guard let parameter = node.parameter else { return nil }
         let previous = parameters[parameter.name]
-        parameters[parameter.name] = String(segment)
-        if let found = find(rest, in: parameter.node, &parameters) { return found }
+        parameters[parameter.name] = String(decoding: bytes, as: UTF8.self)
+        if let found = find(path, from: end, in: parameter.node, &parameters) { return found }
         parameters[parameter.name] = previous
         return nil
+    }
+
+    /// A path's UTF-8 bytes, split on `/` (one byte: splitting by `Character` pays for grapheme breaking).
+    private struct Path {
+        let bytes: UnsafeBufferPointer<UInt8>
+
+        /// The range of the first non-empty segment at or after `offset`, and where it ends; nil when none is left.
+        func segment(from offset: Int) -> (range: Range<Int>, end: Int)? {
+            var start = offset
+            while start < bytes.count, bytes[start] == UInt8(ascii: "/") { start += 1 }
+            guard start < bytes.count else { return nil }
+            var end = start + 1
+            while end < bytes.count, bytes[end] != UInt8(ascii: "/") { end += 1 }
+            return (start..<end, end)
+        }
     }
 
     /// Routes and runs `request` without a socket: what the server does after reading the head.
@@ -171,15 +212,6 @@ public struct Router: Sendable {
             request.logger.error("unhandled error", metadata: ["error": "\(error)", "route": "\(route.template)"])
             return HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
         }
-    }
-
-    /// The first non-empty segment of `path` and what follows it; nil when none is left. Split on the UTF-8 view: `/`
-    /// is one byte, and splitting by `Character` pays for grapheme breaking.
-    private static func firstSegment(of path: Substring) -> (segment: Substring, rest: Substring)? {
-        let utf8 = path.utf8
-        guard let start = utf8.firstIndex(where: { $0 != UInt8(ascii: "/") }) else { return nil }
-        let end = utf8[start...].firstIndex(of: UInt8(ascii: "/")) ?? utf8.endIndex
-        return (Substring(utf8[start..<end]), Substring(utf8[end...]))
     }
 }
 

@@ -39,6 +39,28 @@ struct RouterTests {
         #expect(await respond(.post, "/v1/jobs/latest/cancel").body.bytes == Array("cancel latest".utf8))
     }
 
+    /// Segments are compared as whole byte strings: a prefix, a longer name or a different case is another segment.
+    @Test func segmentsMatchByTheirWholeBytes() async {
+        #expect(await respond(.get, "//v1///jobs/é-ü/").body.bytes == Array("job é-ü".utf8))
+        #expect(await respond(.get, "/v1/jobs/lates").body.bytes == Array("job lates".utf8))
+        #expect(await respond(.get, "/v1/jobs/latestx").body.bytes == Array("job latestx".utf8))
+        #expect(await respond(.get, "/v1/Jobs/x").status == .notFound)
+        #expect(await respond(.get, "/v1/job/x").status == .notFound)
+        #expect(await respond(.get, "/v1/jobs").status == .notFound)
+        #expect(await respond(.get, "/").status == .notFound)
+    }
+
+    @Test func aLaterRouteReplacesTheEarlierOne() async {
+        var router = router
+        router.get("/v1/jobs/{id}") { _ in .text("replaced") }
+        let response = await router.respond(to: Request(head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/v1/jobs/x")))
+        #expect(response.body.bytes == Array("replaced".utf8))
+        // The copy made on write: the original router still answers as it did.
+        #expect(await respond(.get, "/v1/jobs/x").body.bytes == Array("job x".utf8))
+        let other = await router.respond(to: Request(head: HTTPRequest(method: .put, scheme: nil, authority: nil, path: "/v1/jobs/x")))
+        #expect(other.headerFields[.allow] == "DELETE, GET, HEAD")
+    }
+
     @Test func headFallsBackToGet() async {
         #expect(await respond(.head, "/v1/jobs/x").status == .ok)
     }
