@@ -64,6 +64,8 @@ public struct JobStatusReader: Sendable {
         }
         let columns = Columns(statement)
         guard var job = Rows.job(columns, uploads: []) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
+        // One allocation for most posts' uploads, not one per doubling.
+        job.uploads.reserveCapacity(8)
         // The job's columns repeat on every row; the upload's follow them, NULL on the LEFT JOIN's row of a job
         // without media.
         let upload = Int32(JobColumn.allCases.count)

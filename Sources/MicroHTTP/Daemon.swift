@@ -219,6 +219,8 @@ final class Daemon: Sendable {
         let started = ContinuousClock.now
         let knownPeer = connections.requestStarted(pointer)
         var head = Head()
+        // Room for a usual head at once: grown from empty, the fields' array was reallocated four times a request.
+        head.fields.reserveCapacity(16)
         withUnsafeMutablePointer(to: &head) { headPointer in
             _ = MHD_get_connection_values_n(pointer, .HEADER_KIND, Daemon.collectHeader, headPointer)
             _ = MHD_get_connection_values_n(pointer, .GET_ARGUMENT_KIND, Daemon.collectArgument, headPointer)

@@ -34,14 +34,11 @@ final class ClientProcess: Sendable {
         self.lines = lines
         self.status = status
         let pending = Mutex("")
-        // The handlers keep this object until the pipes end and the process exits.
-        stdout.fileHandleForReading.readabilityHandler = { [self] handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                handle.readabilityHandler = nil
-                linesContinuation.finish()
-                return
-            }
+        // Each pipe is read to its end by a thread of its own, with blocking reads. Not `readabilityHandler`: the test
+        // process died twice in libdispatch's event loop (SIGSEGV in `_dispatch_event_loop_drain`, no frame of ours),
+        // most likely on the epoll registration of a pipe closed while a child spawned by another test still held a
+        // copy of it; with no dispatch source on a pipe, five full runs in a row passed.
+        Self.drain(stdout.fileHandleForReading) { [self] data in
             let text = String(decoding: data, as: UTF8.self)
             output.withLock { $0.stdout += text }
             let complete = pending.withLock { pending -> [String] in
@@ -51,15 +48,13 @@ final class ClientProcess: Sendable {
                 return parts
             }
             for line in complete { linesContinuation.yield(line) }
+        } atEnd: {
+            linesContinuation.finish()
         }
-        stderr.fileHandleForReading.readabilityHandler = { [self] handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                handle.readabilityHandler = nil
-                stderrContinuation.finish()
-                return
-            }
+        Self.drain(stderr.fileHandleForReading) { [self] data in
             output.withLock { $0.stderr += String(decoding: data, as: UTF8.self) }
+        } atEnd: {
+            stderrContinuation.finish()
         }
         process.terminationHandler = { process in
             statusContinuation.yield(process.terminationStatus)
@@ -86,6 +81,20 @@ final class ClientProcess: Sendable {
         for await _ in lines {}
         for await _ in stderrEnded {}
         return code
+    }
+
+    /// Reads `handle` until its end on a new thread, handing each chunk to `body`, then calls `atEnd`.
+    private static func drain(
+        _ handle: FileHandle, _ body: @escaping @Sendable (Data) -> Void, atEnd: @escaping @Sendable () -> Void
+    ) {
+        Thread.detachNewThread {
+            while true {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                body(data)
+            }
+            atEnd()
+        }
     }
 
     var stdout: String { output.withLock { $0.stdout } }
