@@ -92,6 +92,15 @@ public struct Parameters: Sendable, Hashable {
         }
     }
 
+    /// Equal when they hold the same names with the same values, in whatever order they were set.
+    public static func == (lhs: Parameters, rhs: Parameters) -> Bool {
+        lhs.values.count == rhs.values.count && lhs.values.allSatisfy { rhs[$0.name] == $0.value }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        for value in values.sorted(by: { $0.name < $1.name }) { hasher.combine(value) }
+    }
+
     /// The value of `name`, which the route template guarantees.
     public func require(_ name: String) throws -> String {
         guard let value = self[name] else {

@@ -61,6 +61,18 @@ struct RouterTests {
         #expect(other.headerFields[.allow] == "DELETE, GET, HEAD")
     }
 
+    @Test func parametersAreEqualWhateverTheOrderTheyWereSetIn() {
+        var set = Parameters()
+        set["kind"] = "jobs"
+        set["id"] = "x"
+        #expect(set == Parameters(["id": "x", "kind": "jobs"]))
+        #expect(set.hashValue == Parameters(["id": "x", "kind": "jobs"]).hashValue)
+        #expect(set != Parameters(["id": "x", "kind": "posts"]))
+        #expect(set != Parameters(["id": "x"]))
+        set["kind"] = nil
+        #expect(set == Parameters(["id": "x"]))
+    }
+
     @Test func headFallsBackToGet() async {
         #expect(await respond(.head, "/v1/jobs/x").status == .ok)
     }
