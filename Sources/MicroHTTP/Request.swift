@@ -76,7 +76,7 @@ public struct Parameters: Sendable, Hashable {
     }
 
     public init(_ values: [String: String] = [:]) {
-        self.values = values.sorted { $0.key < $1.key }.map { Value(name: $0.key, value: $0.value) }
+        self.values = values.map { Value(name: $0.key, value: $0.value) }
     }
 
     public subscript(_ name: String) -> String? {

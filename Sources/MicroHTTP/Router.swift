@@ -55,6 +55,15 @@ public struct Router: Sendable {
         func route(_ method: HTTPRequest.Method) -> Route? {
             routes.first { $0.method == method }
         }
+
+        /// Adds `route`, replacing the one of its method if there is one.
+        func set(_ route: Route) {
+            if let index = routes.firstIndex(where: { $0.method == route.method }) {
+                routes[index] = route
+            } else {
+                routes.append(route)
+            }
+        }
     }
 
     private var root = Node()
@@ -102,12 +111,7 @@ public struct Router: Sendable {
             }
             return node
         }
-        let route = Route(method: method, template: template, maxBodySize: maxBodySize, handler: handler, immediate: immediate)
-        if let index = node.routes.firstIndex(where: { $0.method == method }) {
-            node.routes[index] = route
-        } else {
-            node.routes.append(route)
-        }
+        node.set(Route(method: method, template: template, maxBodySize: maxBodySize, handler: handler, immediate: immediate))
     }
 
     public mutating func get(_ template: String, immediate: ImmediateHandler? = nil, use handler: @escaping Handler) {
