@@ -189,16 +189,9 @@ struct ChangedJobs {
 }
 
 extension Storage {
-    /// One write transaction, durable when it returns; the jobs it changed are announced (``JobChanges``) once it has
-    /// committed.
+    /// One write transaction, durable when it returns, committed together with the others that arrive meanwhile
+    /// (``GroupCommit``); the jobs it changed are announced (``JobChanges``) once it has committed.
     func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) async throws -> T {
-        let (value, changes, wroteDeliveries) = try await pool.write { db in
-            var changed = ChangedJobs()
-            let value = try body(db, &changed)
-            return (value, try changed.read(db), changed.wroteDeliveries)
-        }
-        self.changes.publish(changes)
-        if wroteDeliveries { self.changes.publishDeliveries() }
-        return value
+        try await groupCommit.write(body)
     }
 }

@@ -155,46 +155,57 @@ public struct JobRepository: Sendable {
     /// becomes running (attempt + 1, locked by `runner` until `leaseUntil`, `started_at` set once), its post
     /// publishing, every upload row pending (attempts kept), its media uploading. Nil if no job is due.
     public func claim(runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> ClaimedJob? {
-        try await storage.write { db, changed in
-            guard
-                let row = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT id, post_id, attempt FROM jobs
-                            WHERE state = ? AND run_at <= ?
-                            ORDER BY priority, run_at, created_at, id
-                            LIMIT 1
-                            """
-                    ),
-                    arguments: [JobState.queued.rawValue, now.rfc3339]
-                )
-            else { return nil }
-            let jobID: JobID = row["id"]
-            let postID: PostID = row["post_id"]
-            try Transitions.claim(db, jobID: jobID, postID: postID, runner: runner, leaseUntil: leaseUntil, now: now, changed: &changed)
-            let mediaRows = try Row.fetchAll(
+        try await claim(upTo: 1, runner: runner, leaseUntil: leaseUntil, now: now).first
+    }
+
+    /// Claims up to `limit` due queued jobs in claim order, as ``claim(runner:leaseUntil:now:)`` claims one, in one
+    /// transaction: a runner with several free workers waits for one commit, not one per job.
+    public func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob] {
+        guard limit > 0 else { return [] }
+        return try await storage.write { db, changed in
+            let rows = try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT media.id, media.staging_path, media.size, media.sha256, media.content_type, uploads.attempts
-                        FROM uploads JOIN media ON media.id = uploads.media_id
-                        WHERE uploads.job_id = ?
-                        ORDER BY media.position, media.id
+                        SELECT id, post_id, attempt FROM jobs
+                        WHERE state = ? AND run_at <= ?
+                        ORDER BY priority, run_at, created_at, id
+                        LIMIT ?
                         """
                 ),
-                arguments: [jobID]
+                arguments: [JobState.queued.rawValue, now.rfc3339, limit]
             )
-            let media = try mediaRows.map { row in
-                guard let type = MediaType(rawValue: row["content_type"]) else { throw UnreadableRow(table: "media", id: row["id"]) }
-                return ClaimedMedia(
-                    mediaID: row["id"],
-                    stagingPath: row["staging_path"],
-                    size: row["size"],
-                    sha256: row["sha256"],
-                    contentType: type,
-                    attempts: row["attempts"]
-                )
+            return try rows.map { row in
+                let jobID: JobID = row["id"]
+                let postID: PostID = row["post_id"]
+                try Transitions.claim(db, jobID: jobID, postID: postID, runner: runner, leaseUntil: leaseUntil, now: now, changed: &changed)
+                return ClaimedJob(jobID: jobID, postID: postID, attempt: (row["attempt"] as Int) + 1, media: try Self.claimedMedia(db, jobID))
             }
-            return ClaimedJob(jobID: jobID, postID: postID, attempt: (row["attempt"] as Int) + 1, media: media)
+        }
+    }
+
+    /// A claimed job's media in the post's order, with what an upload needs.
+    private static func claimedMedia(_ db: Database, _ jobID: JobID) throws -> [ClaimedMedia] {
+        let rows = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT media.id, media.staging_path, media.size, media.sha256, media.content_type, uploads.attempts
+                    FROM uploads JOIN media ON media.id = uploads.media_id
+                    WHERE uploads.job_id = ?
+                    ORDER BY media.position, media.id
+                    """
+            ),
+            arguments: [jobID]
+        )
+        return try rows.map { row in
+            guard let type = MediaType(rawValue: row["content_type"]) else { throw UnreadableRow(table: "media", id: row["id"]) }
+            return ClaimedMedia(
+                mediaID: row["id"],
+                stagingPath: row["staging_path"],
+                size: row["size"],
+                sha256: row["sha256"],
+                contentType: type,
+                attempts: row["attempts"]
+            )
         }
     }
 

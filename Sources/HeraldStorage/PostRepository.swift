@@ -93,7 +93,7 @@ public struct PostRepository: Sendable {
                 }
             }
 
-            let new = Set(newMedia.map(\.media.id))
+            let new = Set(newMedia.map { $0.media.id })
             let listed = request.mediaIDs.enumerated().filter { !new.contains($0.element) }.map { (index: $0.offset, id: $0.element.rawValue) }
             let issues = try Self.mediaIssues(db, listed, tenant: tenant)
             guard issues.isEmpty else { return .invalid(issues) }
@@ -251,11 +251,11 @@ public struct PostRepository: Sendable {
     private static func mediaIssues(_ db: Database, _ ids: [(index: Int, id: String)], tenant: Tenant) throws -> [ValidationIssue] {
         guard !ids.isEmpty else { return [] }
         var attached: [String: Bool] = [:]
+        // Cached per placeholder count: every creation asks, and preparing costs more than the query.
         let rows = try Row.fetchAll(
-            db,
-            sql:
-                "SELECT id, post_id IS NOT NULL AS attached FROM media WHERE id IN (\(databaseQuestionMarks(count: ids.count))) AND tenant = ?",
-            arguments: StatementArguments(ids.map(\.id)) + [tenant.rawValue]
+            db.cachedStatement(
+                sql: "SELECT id, post_id IS NOT NULL AS attached FROM media WHERE id IN (\(databaseQuestionMarks(count: ids.count))) AND tenant = ?"),
+            arguments: StatementArguments(ids.map { $0.id }) + [tenant.rawValue]
         )
         for row in rows { attached[row["id"]] = row["attached"] }
         return MediaRule.issues(ids) { id in attached[id].map { $0 ? .attached : .free } ?? .unknown }

@@ -39,9 +39,9 @@ enum Rows {
         guard !rows.isEmpty else { return [] }
         let ids: [PostID] = rows.map { $0["id"] }
         var media: [PostID: [Media]] = [:]
+        // Cached per placeholder count, as the uploads below: a post's creation reads its media back here.
         let mediaRows = try Row.fetchAll(
-            db,
-            sql: "SELECT * FROM media WHERE post_id IN (\(databaseQuestionMarks(count: ids.count))) ORDER BY post_id, position",
+            db.cachedStatement(sql: "SELECT * FROM media WHERE post_id IN (\(databaseQuestionMarks(count: ids.count))) ORDER BY post_id, position"),
             arguments: StatementArguments(ids)
         )
         for row in mediaRows {

@@ -41,12 +41,16 @@ public struct Storage: Sendable {
     /// The writer's commits, as a metric.
     let commits = CommitCounter()
 
+    /// The job-changing writes (``write(_:)``), committed together when they arrive together.
+    let groupCommit: GroupCommit
+
     private init(pool: DatabasePool, path: String) {
         self.pool = pool
         self.path = path
         let changes = JobChanges()
         self.changes = changes
         self.uploadProgress = UploadProgress(changes: changes)
+        self.groupCommit = GroupCommit(pool: pool, changes: changes)
     }
 
     /// Creates `directory` if needed, opens `<directory>/herald.sqlite` and applies the migrations it lacks.
@@ -99,6 +103,9 @@ public struct Storage: Sendable {
         configuration.prepareDatabase { db in
             // Every connection, so none (readers included) relaxes durability; see `open` for the writer.
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Temporary files in memory: a batch of ``GroupCommit`` keeps each write's savepoint journal, which spilled
+            // past 64 KiB into a file under /var/tmp (a hundred writes a post).
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
         }
         return configuration
     }

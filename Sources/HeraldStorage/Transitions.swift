@@ -169,7 +169,7 @@ enum Transitions {
         let extra = set.isEmpty ? "" : ", " + set
         try db.run(
             "UPDATE jobs SET state = ?, version = version + 1\(extra) WHERE id = ? AND state IN (\(databaseQuestionMarks(count: step.jobFrom.count)))",
-            [step.job.rawValue] + arguments + [jobID] + StatementArguments(step.jobFrom.map(\.rawValue))
+            [step.job.rawValue] + arguments + [jobID] + StatementArguments(step.jobFrom.map { $0.rawValue })
         )
         guard db.changesCount == 1 else { throw UnreadableRow(table: "jobs", id: jobID.rawValue, reason: "is not in a state \(step) starts from") }
         // A post is published exactly when it has `published_at`: the commit stamps both at once.
@@ -187,7 +187,7 @@ enum Transitions {
             let only = uploads.from.isEmpty ? "" : " AND state IN (\(databaseQuestionMarks(count: uploads.from.count)))"
             try db.run(
                 "UPDATE uploads SET state = ?\(error)\(bytes) WHERE job_id = ?\(only)",
-                [uploads.to.rawValue, jobID] + StatementArguments(uploads.from.map(\.rawValue))
+                [uploads.to.rawValue, jobID] + StatementArguments(uploads.from.map { $0.rawValue })
             )
         }
         // A job that ends tells its webhooks in this same transaction: the outbox.

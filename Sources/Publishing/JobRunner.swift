@@ -150,6 +150,8 @@ public actor JobRunner: Service {
             }
         }
         var lastReclaim = ContinuousClock.now - configuration.reclaimInterval
+        // When the earliest scheduled job is due, as last read: unknown at start, so looked for at once.
+        var nextScheduled: Timestamp? = .now()
         while !draining.load(ordering: .relaxed), !Task.isCancelled {
             do {
                 if ContinuousClock.now - lastReclaim >= configuration.reclaimInterval {
@@ -158,23 +160,36 @@ public actor JobRunner: Service {
                         logger.notice("job lease expired: back to queued", metadata: ["job_id": "\(jobID)"])
                     }
                 }
-                _ = try await jobs.promoteDue(now: .now())
-                while !paused, !draining.load(ordering: .relaxed), running.withLock({ $0.count }) < configuration.workers {
+                // Only once one is due: the runner wakes at every job's end, and a write each time would queue behind
+                // (and wait for) other transactions' commits.
+                if let nextScheduled, nextScheduled <= .now() { _ = try await jobs.promoteDue(now: .now()) }
+                // As many jobs as there are free workers, in one transaction.
+                while !paused, !draining.load(ordering: .relaxed) {
+                    let free = configuration.workers - running.withLock { $0.count }
+                    guard free > 0 else { break }
                     let lease = Timestamp.now().adding(configuration.lease)
-                    guard let claimed = try await jobs.claim(runner: runnerID, leaseUntil: lease, now: .now()) else { break }
-                    start(claimed, in: &group)
+                    let claimed = try await jobs.claim(upTo: free, runner: runnerID, leaseUntil: lease, now: .now())
+                    for job in claimed { start(job, in: &group) }
+                    if claimed.count < free { break }
                 }
             } catch {
                 logger.error("job queue error", metadata: ["error": "\(error)"])
             }
-            await wakeup.wait(timeout: await idleTimeout())
+            do {
+                nextScheduled = try await jobs.nextScheduledRunAt()
+                await wakeup.wait(timeout: idleTimeout(nextScheduled: nextScheduled))
+            } catch {
+                // Looked for again at the next pass, which comes at the reclaim interval at the latest.
+                nextScheduled = .now()
+                await wakeup.wait(timeout: configuration.reclaimInterval)
+            }
         }
     }
 
     /// Until the next scheduled job is due, or the next reclaim pass.
-    private func idleTimeout() async -> Duration {
+    private func idleTimeout(nextScheduled: Timestamp?) -> Duration {
         var timeout = configuration.reclaimInterval
-        if let next = try? await jobs.nextScheduledRunAt() {
+        if let next = nextScheduled {
             let millis = max(0, next.milliseconds(since: .now()))
             timeout = min(timeout, .milliseconds(millis))
         }

@@ -116,6 +116,32 @@ struct JobRepositoryTests {
         }
     }
 
+    @Test("a runner with free workers claims up to that many jobs at once, in claim order, each with its own media")
+    func claimSeveral() async throws {
+        try await withRepositoryFixture { fixture in
+            let media = try await fixture.stage(3)
+            let first = try await fixture.create(text: "first", media: [media[0]], at: At.at(0))
+            let second = try await fixture.create(text: "second", media: [media[1], media[2]], at: At.at(1))
+            let third = try await fixture.create(text: "third", at: At.at(2))
+            let fourth = try await fixture.create(text: "fourth, later", scheduledAt: At.at(100), at: At.at(3))
+
+            #expect(try await fixture.jobs.claim(upTo: 0, runner: "a", leaseUntil: At.at(60), now: At.at(10)).isEmpty)
+            let two = try await fixture.jobs.claim(upTo: 2, runner: "a", leaseUntil: At.at(60), now: At.at(10))
+            #expect(two.map(\.jobID) == [first.job.id, second.job.id])
+            #expect(two.map { $0.media.map(\.mediaID) } == [[media[0]], [media[1], media[2]]])
+            #expect(two.map(\.attempt) == [1, 1])
+            // Fewer are due than asked for: the rest, and nothing scheduled for later.
+            let rest = try await fixture.jobs.claim(upTo: 5, runner: "a", leaseUntil: At.at(60), now: At.at(10))
+            #expect(rest.map(\.jobID) == [third.job.id])
+            #expect(rest.first?.media.isEmpty == true)
+            #expect(try await fixture.jobs.counts().running == 3)
+            #expect(try await fixture.jobs.find(id: fourth.job.id, tenant: .default)?.state == .scheduled)
+            for id in [first.job.id, second.job.id, third.job.id] {
+                #expect(try await fixture.string("SELECT locked_by FROM jobs WHERE id = ?", [id]) == "a")
+            }
+        }
+    }
+
     @Test("a claim runs the job, leases it, starts the post and its media, and hands out the media in order")
     func claimDetails() async throws {
         try await withRepositoryFixture { fixture in
