@@ -38,6 +38,8 @@ public struct FileMediaStore: MediaStore {
     public let linksWhenPossible: Bool
 
     private let fileSystem: FileSystem
+    /// Syncs the objects' directories for the renames that arrive together.
+    private let directorySync = DirectorySync()
 
     /// A store whose objects live under `root` (made absolute against the current directory).
     ///
@@ -78,7 +80,7 @@ public struct FileMediaStore: MediaStore {
             throw MediaStoreError.permanent("Invalid size \(object.size) for '\(object.key)'.")
         }
         // The common case, a staged file on the same filesystem, in one trip to the blocking-I/O pool.
-        if linksWhenPossible, try await Self.placeByLink(object, at: location) {
+        if linksWhenPossible, try await Self.placeByLink(object, at: location, syncing: directorySync) {
             progress(object.size)
             return self.url(for: object.key)
         }
@@ -223,16 +225,15 @@ public struct FileMediaStore: MediaStore {
 
     // MARK: - Linking and copying
 
-    /// Links `staged` to `path` (a new name in the object's directory); false when the filesystem cannot (another
-    /// filesystem, no hard links), and the caller copies instead. The link gets the mode a copy would have.
     /// Links the staged file into place as ``put(_:progress:)`` does (check, link to a temporary name, rename over the
-    /// final name, sync the directory), every system call in one work item on NIO's blocking-I/O pool rather than a
-    /// hop each: for small media the hops, not the bytes, were the cost. False, having changed nothing, when the file
-    /// cannot be linked (another filesystem): the caller copies it instead.
-    private static func placeByLink(_ object: MediaObject, at location: Location) async throws -> Bool {
+    /// final name), every system call in one work item on NIO's blocking-I/O pool rather than a hop each: for small
+    /// media the hops, not the bytes, were the cost; then syncs the directory, in one `fsync` with the other objects
+    /// renamed into it meanwhile (``DirectorySync``). False, having changed nothing, when the file cannot be linked
+    /// (another filesystem): the caller copies it instead.
+    private static func placeByLink(_ object: MediaObject, at location: Location, syncing directorySync: DirectorySync) async throws -> Bool {
         try Task.checkCancellation()
         let partialName = ".\(location.name).partial-\(randomSuffix())"
-        return try await NIOThreadPool.singleton.runIfActive { () throws(MediaStoreError) -> Bool in
+        let placed = try await NIOThreadPool.singleton.runIfActive { () throws(MediaStoreError) -> Bool in
             var status = stat()
             guard stat(object.stagedFile, &status) == 0 else {
                 if errno == ENOENT { throw .stagedFileMissing(object.stagedFile) }
@@ -257,14 +258,15 @@ public struct FileMediaStore: MediaStore {
             }
             // A link renamed over a link to the same file does nothing and leaves the temporary name (POSIX): remove it.
             _ = unlinkat(directory, partialName, 0)
-            guard fsync(directory) == 0 else {
-                throw errnoError(errno, "Cannot sync the directory '\(location.directory)'")
-            }
             return true
         }
+        guard placed else { return false }
+        // The rename made durable, with whoever else renamed into the directory meanwhile.
+        try await directorySync.sync(location.directory)
+        return true
     }
 
-    /// `mkdir -p` with system calls, for ``placeByLink(_:at:)``'s one work item.
+    /// `mkdir -p` with system calls, for ``placeByLink(_:at:syncing:)``'s one work item.
     private static func makeDirectories(_ path: String) throws(MediaStoreError) {
         if mkdir(path, 0o755) == 0 || errno == EEXIST { return }
         guard errno == ENOENT, let slash = path.lastIndex(of: "/"), slash != path.startIndex else {
@@ -274,6 +276,8 @@ public struct FileMediaStore: MediaStore {
         guard mkdir(path, 0o755) == 0 || errno == EEXIST else { throw errnoError(errno, "Cannot create the directory '\(path)'") }
     }
 
+    /// Links `staged` to `path` (a new name in the object's directory); false when the filesystem cannot (another
+    /// filesystem, no hard links), and the caller copies instead. The link gets the mode a copy would have.
     private static func link(_ staged: String, to path: String) -> Bool {
         // One directory entry: no wait worth a thread hop.
         guard linkat(AT_FDCWD, staged, AT_FDCWD, path, 0) == 0 else { return false }
@@ -384,7 +388,7 @@ public struct FileMediaStore: MediaStore {
     }
 
     /// A ``MediaStoreError`` for a failed system call that set `errno` to `code`.
-    private static func errnoError(_ code: Int32, _ context: String) -> MediaStoreError {
+    static func errnoError(_ code: Int32, _ context: String) -> MediaStoreError {
         let message = "\(context): \(String(cString: strerror(code))) (errno \(code))"
         switch code {
         case EACCES, EPERM, EROFS, EISDIR, ENOTDIR, EINVAL, ENAMETOOLONG, ELOOP, EXDEV:
