@@ -9,6 +9,10 @@ import NIOPosix
 #elseif canImport(Darwin)
     import Darwin
 #endif
+// Both owners of `struct stat` imported: see Publishing/S3/FileChunks.swift.
+#if canImport(CNIOLinux)
+    import CNIOLinux
+#endif
 
 /// A local file opened for upload, closed when the last reference goes (the request body may outlive the call).
 final class UploadFile: Sendable {

@@ -8,6 +8,10 @@ import NIOPosix
 #elseif canImport(Darwin)
     import Darwin
 #endif
+// Both owners of `struct stat` imported: see Publishing/S3/FileChunks.swift.
+#if canImport(CNIOLinux)
+    import CNIOLinux
+#endif
 
 /// The embedded media store: objects are files under a root directory (`file://<data-dir>/objects`).
 ///

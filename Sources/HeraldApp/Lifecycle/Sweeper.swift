@@ -13,6 +13,10 @@ import ServiceLifecycle
 #elseif canImport(Darwin)
     import Darwin
 #endif
+// Both owners of `struct stat` imported: see Publishing/S3/FileChunks.swift.
+#if canImport(CNIOLinux)
+    import CNIOLinux
+#endif
 
 /// Expires what has outlived its time, at start and every minute: unattached media past `--staged-media-ttl` (row,
 /// then file), idempotency keys past their 24 hours and webhook deliveries past their 7 days. At start and every hour it also removes staged files that no

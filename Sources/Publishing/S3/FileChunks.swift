@@ -8,6 +8,12 @@ import NIOPosix
 #elseif canImport(Darwin)
     import Darwin
 #endif
+// `struct stat` is declared both by the C library and by NIO's C module (which includes <sys/stat.h>); which one a
+// compile sees as its owner depends on how the module's files are batched, and MemberImportVisibility then wants that
+// one imported to read `st_mode`: both are.
+#if canImport(CNIOLinux)
+    import CNIOLinux
+#endif
 
 /// An open file, closed when the last reference goes: the request body may outlive the call that opened it.
 final class ReadOnlyFile: Sendable {
