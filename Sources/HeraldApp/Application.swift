@@ -132,7 +132,8 @@ public struct Application: Sendable {
         JobRoutes(
             service: JobService(
                 jobs: JobRepository(storage),
-                status: try JobStatusReader(storage, connections: configuration.httpThreads),
+                // One connection per HTTP thread (plain polls) and per thread of Swift's pool (long-polls' reads).
+                status: try JobStatusReader(storage, connections: configuration.httpThreads + ProcessInfo.processInfo.activeProcessorCount),
                 changes: storage.changes,
                 readiness: readiness
             ),

@@ -35,13 +35,14 @@ struct JobService: Sendable {
     ///
     /// Waits for the job's change events, re-reading it after each that may have ended it (or after
     /// ``recheckInterval`` at most): never a busy loop, and a job that finishes answers at once. The event generation is taken before each read, so a
-    /// change landing between the read and the wait is not missed.
+    /// change landing between the read and the wait is not missed. Each read is the status poll's (``JobStatusReader``),
+    /// on the task's own thread: one prepared statement, shorter than the hop to a GRDB reader queue and back.
     func job(_ id: String, tenant: Tenant, waitingUpTo timeout: Duration) async throws -> Job {
         guard let jobID = JobID(validating: id) else { throw ServiceError.notFound(kind: "job", id: id) }
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         var generation = changes.generation
-        guard var job = try await jobs.find(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
+        guard var job = try status.job(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
         while !job.done, !readiness.isDraining, !Task.isCancelled {
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero else { break }
@@ -51,7 +52,7 @@ struct JobService: Sendable {
             let skip = changes.changedButNotDone(jobID, after: generation)
             generation = changes.generation
             if skip { continue }
-            guard let current = try await jobs.find(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
+            guard let current = try status.job(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
             job = current
         }
         return job
