@@ -13,7 +13,7 @@ import Synchronization
 /// - each runs in a savepoint: one that throws (or leaves a deferred foreign key unsatisfied) is rolled back alone,
 ///   and its caller hears its error;
 /// - every caller hears of its own only once the shared commit is durable; if the commit fails, every one fails;
-/// - the jobs each one changed are announced (``JobChanges``) in commit order, before its caller resumes;
+/// - the jobs they changed are announced (``JobChanges``) in commit order, before any caller resumes;
 /// - a caller cancelled before its turn gets `CancellationError` and writes nothing (as GRDB's own `write`); once its
 ///   batch has started it runs to the end, since interrupting SQLite would roll back the others too.
 ///
@@ -111,11 +111,10 @@ final class GroupCommit: Sendable {
             for write in waiting[next...] { write.fail(error) }
             return
         }
-        for (write, announcement) in done {
-            changes.publish(announcement.changes)
-            if announcement.wroteDeliveries { changes.publishDeliveries() }
-            write.succeed()
-        }
+        // Every change of the batch in one announcement, in commit order; the outbox's once, if any write filled it.
+        changes.publish(done.flatMap { $0.announcement.changes })
+        if done.contains(where: { $0.announcement.wroteDeliveries }) { changes.publishDeliveries() }
+        for (write, _) in done { write.succeed() }
     }
 
     /// A deferred foreign key is checked at the commit, which would fail every write of the batch: checked at the end

@@ -3,16 +3,16 @@ import GRDBSQLite
 public import HeraldCore
 import Synchronization
 
-/// Reads one job, for a status poll, on the caller's thread: the hottest read Herald serves.
+/// Reads one job, for a status poll or a long-poll's re-read, on the caller's thread: the hottest read Herald serves.
 ///
 /// `DatabasePool.read` around two queries cost most of a status poll (`BENCHMARKS.md`): the reader pool's checkout,
-/// a deferred `BEGIN`/`COMMIT`, a sort, and rows copied and decoded by column name. Here the calling HTTP thread
-/// takes one of a few read-only connections of its own, and the job and its uploads come from one statement (one SQLite
+/// a deferred `BEGIN`/`COMMIT`, a sort, and rows copied and decoded by column name. Here the calling thread (an HTTP
+/// thread, or a long-poll's task) takes one of a few read-only connections of its own, and the job and its uploads come from one statement (one SQLite
 /// snapshot, so they always agree) that walks the media in position order, stepped with SQLite's C API. WAL: a
 /// reader never waits for the writer.
 public struct JobStatusReader: Sendable {
-    /// Read-only connections, taken round-robin: one per HTTP thread keeps contention rare, and a busy one only
-    /// makes the caller wait for that one query.
+    /// Read-only connections, taken round-robin: one per calling thread (HTTP threads and cores) keeps contention rare,
+    /// and a busy one only makes the caller wait for that one query.
     private let connections: [Connection]
     private let next: RoundRobin
     private let progress: UploadProgress

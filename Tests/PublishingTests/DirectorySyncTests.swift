@@ -11,14 +11,10 @@ struct DirectorySyncTests {
     func latecomersShareTheNextSync() async throws {
         let syncs = ScriptedSyncs(blockingFirst: true)
         let directory = DirectorySync(sync: syncs.sync)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await directory.sync("/objects") }
-            // The first sync is under way (and held): whoever comes now needs another one, started after them.
-            #expect(await syncs.started() == "/objects")
+        try await whileFirstSyncHeld(of: "/objects", by: directory, syncs) { group in
+            // Whoever comes now needs another sync, started after them.
             for _ in 0..<3 { group.addTask { try await directory.sync("/objects") } }
             try await waitUntil { directory.waiting(for: "/objects") == 3 }
-            syncs.release()
-            try await group.waitForAll()
         }
         #expect(syncs.calls == ["/objects", "/objects"])
         #expect(directory.waiting(for: "/objects") == 0)
@@ -41,14 +37,10 @@ struct DirectorySyncTests {
     func directoriesAreIndependent() async throws {
         let syncs = ScriptedSyncs(blockingFirst: true)
         let directory = DirectorySync(sync: syncs.sync)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await directory.sync("/a") }
-            #expect(await syncs.started() == "/a")
+        try await whileFirstSyncHeld(of: "/a", by: directory, syncs) { _ in
             // "/a" is held; "/b" completes meanwhile.
             try await directory.sync("/b")
             #expect(syncs.calls == ["/a", "/b"])
-            syncs.release()
-            try await group.waitForAll()
         }
     }
 
@@ -100,6 +92,26 @@ private final class ScriptedSyncs: Sendable {
             if number == 1 && self.blockingFirst { self.gate.wait() }
             return self.failing.contains(number) ? .failure(MediaStoreError.transient("sync \(number) failed")) : .success(())
         }
+    }
+}
+
+/// Starts a sync of `path` and waits until its (first, held) `fsync` is under way; runs `body` meanwhile, with the
+/// group to add callers to; then lets the held sync return and waits for everyone.
+private func whileFirstSyncHeld(
+    of path: String, by directory: DirectorySync, _ syncs: ScriptedSyncs,
+    _ body: (inout ThrowingTaskGroup<Void, any Error>) async throws -> Void
+) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await directory.sync(path) }
+        #expect(await syncs.started() == path)
+        do {
+            try await body(&group)
+        } catch {
+            syncs.release()  // else the group would wait for the held sync forever
+            throw error
+        }
+        syncs.release()
+        try await group.waitForAll()
     }
 }
 
