@@ -833,17 +833,12 @@ def publish_workload(server, media, posts, clients=PUBLISH_CLIENTS, limit=900):
 
 
 def commit_counts(server):
-    """(durable, relaxed) commits from `herald_database_commits_total` in GET /metrics (a series without a `durable`
-    label counts as durable), or None when the binary has no such metric."""
+    """Commits so far (`herald_database_commits_total` in GET /metrics; every one is durable), or None when the
+    binary has no such metric."""
     text = http("GET", server.url("/metrics"))[1].decode()
-    counts, found = [0.0, 0.0], False
-    for line in text.splitlines():
-        match = re.match(r"herald_database_commits_total(?:\{(.*)\})?\s+(\S+)", line)
-        if match:
-            found = True
-            relaxed = re.search(r'durable="(false|0)"', match.group(1) or "") is not None
-            counts[1 if relaxed else 0] += float(match.group(2))
-    return tuple(counts) if found else None
+    counts = [float(match.group(1)) for line in text.splitlines()
+              if (match := re.match(r"herald_database_commits_total(?:\{.*\})?\s+(\S+)", line))]
+    return sum(counts) if counts else None
 
 
 def tasks_traced_by(pid, tracer):
@@ -938,8 +933,7 @@ def publish_path(binaries, rounds, posts):
                 "p50_ms": statistics.median(durations) * 1000,
                 "p90_ms": percentile(durations, 0.9) * 1000,
                 "cpu_ms": cpu / posts * 1000,
-                "commits": None if before is None or after is None else (after[0] - before[0]) / posts,
-                "relaxed": None if before is None or after is None else (after[1] - before[1]) / posts,
+                "commits": None if before is None or after is None else (after - before) / posts,
             }
             log(f"publish path, round {round_index + 1}/{rounds}: the same again under strace (not timed)")
             media = upload_small(herald, posts * PUBLISH_MEDIA_PER_POST)
@@ -1216,7 +1210,6 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
     if published:
         runs, count = published["runs"], published["posts"]
         commits = [r["commits"] for r in runs if r["commits"] is not None]
-        relaxed = [r["relaxed"] for r in runs if r["relaxed"] is not None]
         rate = statistics.median(r["rate"] for r in runs)
         untraced = next((r["fsyncs"] for r in runs if isinstance(r["fsyncs"], str)), None)
         lines += [
@@ -1233,8 +1226,7 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
         ]
         if commits:
             median = statistics.median(commits)
-            lines.append(f"- durable commits/post: {median:.2f} ({'met' if median <= 4 else 'MISSED'}, target ≤ 4)"
-                         + (f"; relaxed commits (no fsync of their own)/post: {cell(relaxed, 2)}" if any(relaxed) else ""))
+            lines.append(f"- durable commits/post: {median:.2f} ({'met' if median <= 4 else 'MISSED'}, target ≤ 4)")
         else:
             lines.append("- durable commits/post: n/a (this binary has no `herald_database_commits_total`; target ≤ 4)")
         if untraced:

@@ -1,7 +1,8 @@
 import GRDB
 import HeraldCore
-import HeraldStorage
 import Testing
+
+@testable import HeraldStorage
 
 @Suite("JobStatusReader")
 struct JobStatusReaderTests {
@@ -48,6 +49,36 @@ struct JobStatusReaderTests {
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
             #expect(try reader.job(id: created.job.id, tenant: .default)?.state == .running)
             #expect(try reader.job(id: created.job.id, tenant: .default)?.uploads.map(\.state) == [.pending])
+        }
+    }
+
+    @Test("throws for a row it cannot read and for SQLite's errors, and reads again once they are gone")
+    func errors() async throws {
+        try await withRepositoryFixture { fixture in
+            let reader = try JobStatusReader(fixture.storage, connections: 1)
+            let created = try await fixture.create(text: "x", media: try await fixture.stage(1), at: At.at(0))
+            let id = created.job.id
+
+            // A state no Herald writes (the CHECK constraint set aside to plant it).
+            try await fixture.storage.pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA ignore_check_constraints = ON")
+                try db.execute(sql: "UPDATE jobs SET state = 'bogus' WHERE id = ?", arguments: [id.rawValue])
+                try db.execute(sql: "PRAGMA ignore_check_constraints = OFF")
+            }
+            #expect(throws: UnreadableRow.self) { try reader.job(id: id, tenant: .default) }
+            try await fixture.storage.pool.write { db in
+                try db.execute(sql: "UPDATE jobs SET state = 'queued' WHERE id = ?", arguments: [id.rawValue])
+            }
+            #expect(try reader.job(id: id, tenant: .default)?.state == .queued)
+
+            // A table the prepared statement reads is gone: SQLite's error, thrown (its message kept), not a crash.
+            try await fixture.storage.pool.write { db in try db.execute(sql: "ALTER TABLE uploads RENAME TO uploads_away") }
+            let error = #expect(throws: DatabaseError.self) { try reader.job(id: id, tenant: .default) }
+            #expect(error?.message?.contains("uploads") == true, "\(String(describing: error))")
+            // The connection is free again (the error released its lock and reset the statement).
+            #expect(throws: DatabaseError.self) { try reader.job(id: id, tenant: .default) }
+            try await fixture.storage.pool.write { db in try db.execute(sql: "ALTER TABLE uploads_away RENAME TO uploads") }
+            #expect(try reader.job(id: id, tenant: .default)?.uploads.count == 1)
         }
     }
 
