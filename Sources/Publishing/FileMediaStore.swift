@@ -23,7 +23,8 @@ import NIOPosix
 /// fsynced at ingest, is already durable. Otherwise (another filesystem, or ``linksWhenPossible`` off) it copies the
 /// staged file in chunks of ``chunkSize`` bytes into that temporary file, checking for cancellation between chunks,
 /// and syncs it. Either way it renames the temporary file over the final name (atomic: readers see the old object or
-/// the new one, never a partial one), then syncs the directory so the rename survives a crash. On any error or
+/// the new one, never a partial one), then syncs the directory so the rename survives a crash (``DirectorySync``: one
+/// `fsync` for the renames that arrive together). On any error or
 /// cancellation the temporary file is removed. The bytes copied so far are visible as the size of the temporary file.
 ///
 /// A link, not a rename: the staged file stays until its post is published (a resumed or re-published job needs it),
@@ -175,26 +176,15 @@ public struct FileMediaStore: MediaStore {
             throw Self.storeError(error, "Cannot store '\(object.key)' at '\(location.path)'")
         }
 
-        // The object is in place: make the rename durable, even if cancelled meanwhile.
+        // The object is in place: close what is open, then make the rename durable as the link path does (one
+        // `fsync` with the other renames into the directory), even if cancelled meanwhile: DirectorySync's errors are
+        // MediaStoreErrors, reported as they are.
         let directoryHandle = directory
-        let synced: Result<Void, any Error> = await Self.uncancellable {
-            let result: Result<Void, any Error>
-            do {
-                try await directoryHandle?.synchronize()
-                result = .success(())
-            } catch {
-                result = .failure(error)
-            }
+        await Self.uncancellable {
             try? await directoryHandle?.close()
             try? await source.close()
-            return result
         }
-        do {
-            try synced.get()
-        } catch {
-            // The object is already in place: report the failure as it is, even if cancelled.
-            throw Self.storeError(error, "Cannot sync the directory '\(location.directory)'", cancellable: false)
-        }
+        try await directorySync.sync(location.directory)
         return self.url(for: object.key)
     }
 
