@@ -188,7 +188,8 @@ final class GroupCommit: Sendable {
         }
 
         fileprivate func succeed() {
-            guard let value = state.withLock({ $0.value }) else { return }
+            // Only a write whose `perform` returned is told to succeed; without its value the waiter would hang.
+            guard let value = state.withLock({ $0.value }) else { preconditionFailure("succeed() before perform() returned") }
             finish(.success(value))
         }
 
