@@ -15,17 +15,17 @@ import NIOPosix
 
 /// The embedded media store: objects are files under a root directory (`file://<data-dir>/objects`).
 ///
-/// All file I/O goes through NIOFileSystem, which runs the blocking system calls on NIO's own
-/// thread pool, so the cooperative pool is never blocked.
+/// All file I/O runs on NIO's blocking-I/O thread pool (NIOFileSystem, or system calls in one work item), so the
+/// cooperative pool is never blocked.
 ///
 /// ``put(_:)`` links the staged file (`link(2)`) to a temporary name in the object's directory
 /// (`.<name>.partial-<random>`) when both are on one filesystem: no byte is read or written, and the staged file,
 /// fsynced at ingest, is already durable. Otherwise (another filesystem, or ``linksWhenPossible`` off) it copies the
 /// staged file in chunks of ``chunkSize`` bytes into that temporary file, checking for cancellation between chunks,
 /// and syncs it. Either way it renames the temporary file over the final name (atomic: readers see the old object or
-/// the new one, never a partial one), then syncs the directory so the rename survives a crash (``DirectorySync``: one
-/// `fsync` for the renames that arrive together). On any error or
-/// cancellation the temporary file is removed. The bytes copied so far are visible as the size of the temporary file.
+/// the new one, never a partial one), then syncs the directory so the rename survives a crash (``DirectorySync``:
+/// one `fsync` for the renames that arrive together). On any error or cancellation the temporary file is removed.
+/// The bytes copied so far are visible as the size of the temporary file.
 ///
 /// A link, not a rename: the staged file stays until its post is published (a resumed or re-published job needs it),
 /// and removing it then leaves the object, which owns the bytes from then on.
@@ -89,6 +89,7 @@ public struct FileMediaStore: MediaStore {
             progress(object.size)
             return self.url(for: object.key)
         }
+        // Otherwise a copy: another filesystem (the link just failed), or links are off.
         let fileSystem = self.fileSystem
         let partialName = ".\(location.name).partial-\(Self.randomSuffix())"
         let partialPath = location.directory + "/" + partialName
@@ -124,31 +125,27 @@ public struct FileMediaStore: MediaStore {
                 options: OpenOptions.Directory()
             )
             directory = directoryHandle
-            if linksWhenPossible && Self.link(object.stagedFile, to: partialPath) {
-                progress(object.size)  // every byte at once: one more name for the same inode
-            } else {
-                // Not "transactional": NIO would create an invisible O_TMPFILE instead, and the copy
-                // would not be observable. Exclusive: the random name is ours alone.
-                let partial = try await fileSystem.openFile(
-                    forWritingAt: FilePath(partialPath),
-                    options: OpenOptions.Write(
-                        existingFile: .none,
-                        newFile: OpenOptions.NewFile(permissions: nil, transactionalCreation: false)
-                    )
+            // Not "transactional": NIO would create an invisible O_TMPFILE instead, and the copy
+            // would not be observable. Exclusive: the random name is ours alone.
+            let partial = try await fileSystem.openFile(
+                forWritingAt: FilePath(partialPath),
+                options: OpenOptions.Write(
+                    existingFile: .none,
+                    newFile: OpenOptions.NewFile(permissions: nil, transactionalCreation: false)
                 )
-                destination = partial
+            )
+            destination = partial
 
-                let copied = try await self.copy(from: source, to: partial, atMost: Int64(object.size), progress: progress)
-                guard copied == Int64(object.size) else {
-                    throw MediaStoreError.sizeMismatch(key: object.key, expected: object.size, actual: Int(copied))
-                }
-
-                try Task.checkCancellation()
-                try await partial.synchronize()
-                // Stays in `destination` until closed: a handle dropped while open is a fatal error in
-                // NIOFileSystem, and a cancelled task's `close()` is refused, so the catch closes it again.
-                try await partial.close()
+            let copied = try await self.copy(from: source, to: partial, atMost: Int64(object.size), progress: progress)
+            guard copied == Int64(object.size) else {
+                throw MediaStoreError.sizeMismatch(key: object.key, expected: object.size, actual: Int(copied))
             }
+
+            try Task.checkCancellation()
+            try await partial.synchronize()
+            // Stays in `destination` until closed: a handle dropped while open is a fatal error in
+            // NIOFileSystem, and a cancelled task's `close()` is refused, so the catch closes it again.
+            try await partial.close()
 
             try Task.checkCancellation()
             let finalName = location.name
@@ -157,9 +154,6 @@ public struct FileMediaStore: MediaStore {
                 guard renameat(descriptor.rawValue, partialName, descriptor.rawValue, finalName) == 0 else {
                     throw Self.errnoError(errno, "Cannot rename '\(partialPath)' to '\(location.path)'")
                 }
-                // Renaming a link over another link to the same file (a re-run that linked the same staged file) does
-                // nothing, leaving the temporary name behind (POSIX): remove it. After a real rename it is gone already.
-                _ = unlinkat(descriptor.rawValue, partialName, 0)
             }
         } catch {
             // NIOFileSystem refuses new work from a cancelled task (the thread pool drops work items
@@ -176,7 +170,7 @@ public struct FileMediaStore: MediaStore {
             throw Self.storeError(error, "Cannot store '\(object.key)' at '\(location.path)'")
         }
 
-        // The object is in place: close what is open, then make the rename durable as the link path does (one
+        // The object is in place: close what is open, then make the rename durable as `placeByLink` does (one
         // `fsync` with the other renames into the directory), even if cancelled meanwhile: DirectorySync's errors are
         // MediaStoreErrors, reported as they are.
         let directoryHandle = directory
@@ -268,15 +262,6 @@ public struct FileMediaStore: MediaStore {
         }
         try makeDirectories(String(path[..<slash]))
         guard mkdir(path, 0o755) == 0 || errno == EEXIST else { throw errnoError(errno, "Cannot create the directory '\(path)'") }
-    }
-
-    /// Links `staged` to `path` (a new name in the object's directory); false when the filesystem cannot (another
-    /// filesystem, no hard links), and the caller copies instead. The link gets the mode a copy would have.
-    private static func link(_ staged: String, to path: String) -> Bool {
-        // One directory entry: no wait worth a thread hop.
-        guard linkat(AT_FDCWD, staged, AT_FDCWD, path, 0) == 0 else { return false }
-        _ = chmod(path, 0o644)
-        return true
     }
 
     /// Copies `source` into `destination` chunk by chunk, telling `progress` after each; stops once more than `limit`
