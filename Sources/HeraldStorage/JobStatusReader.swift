@@ -7,9 +7,9 @@ import Synchronization
 ///
 /// `DatabasePool.read` around two queries cost most of a status poll (`BENCHMARKS.md`): the reader pool's checkout,
 /// a deferred `BEGIN`/`COMMIT`, a sort, and rows copied and decoded by column name. Here the calling thread (an HTTP
-/// thread, or a long-poll's task) takes one of a few read-only connections of its own, and the job and its uploads come from one statement (one SQLite
-/// snapshot, so they always agree) that walks the media in position order, stepped with SQLite's C API. WAL: a
-/// reader never waits for the writer.
+/// thread, or a long-poll's task) takes one of a few read-only connections of its own, and the job and its uploads
+/// come from one statement (one SQLite snapshot, so they always agree) that walks the media in position order,
+/// stepped with SQLite's C API. WAL: a reader never waits for the writer.
 public struct JobStatusReader: Sendable {
     /// Read-only connections, taken round-robin: one per calling thread (HTTP threads and cores) keeps contention rare,
     /// and a busy one only makes the caller wait for that one query.
