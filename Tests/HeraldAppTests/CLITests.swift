@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldTestSupport
 import Testing
 
 @testable import HeraldApp
@@ -109,6 +110,45 @@ struct CLITests {
             #expect(job.stdout.contains(#""state":"cancelled""#))
             // Watching a job that ended says how: cancelled is 3.
             #expect(try await runClient(["jobs", "watch", jobID], base: base, key: key).status == 3)
+        }
+    }
+
+    /// The first Ctrl-C's cancel goes to a server that has stopped answering (SIGSTOP): the second still leaves at once.
+    @Test func aSecondCtrlCLeavesAtOnceWhileTheServerDoesNotAnswer() async throws {
+        let files = try ClientFiles()
+        let directory = files.directory + "/data"
+        // The upload hangs in the store: the job is running when the client is interrupted.
+        try await FakeS3.with(react: { $0.method == "PUT" ? .hang : .respond(status: 200) }) { fake in
+            let server = try await ServingProcess.start(
+                ["--data-dir", directory, "--shutdown-grace", "1", "--store", "s3://bucket?endpoint=\(fake.endpoint)&region=us-east-1"],
+                environment: ["AWS_ACCESS_KEY_ID": "AKIDTEST", "AWS_SECRET_ACCESS_KEY": "secret"])
+            defer {
+                kill(server.process.processIdentifier, SIGCONT)
+                server.process.terminate()
+                server.process.waitUntilExit()
+            }
+            let process = try ClientProcess(
+                ["publish", files.small, "--text", "stopped server"],
+                environment: ["HERALD_URL": server.base, "HERALD_KEY": try #require(server.key)])
+            _ = try await process.line(containing: "created post ")
+            await fake.waitForRequests(1) { $0.method == "PUT" }
+            kill(server.process.processIdentifier, SIGSTOP)
+            process.send(SIGINT)
+            _ = try await process.errorLine(containing: "cancelling job ")
+            process.send(SIGINT)
+            // Before the fix the second Ctrl-C waited behind the cancel request, which the stopped server never answers.
+            let status = await withTaskGroup(of: Int32?.self) { group in
+                group.addTask { await process.exitStatus(output: false) }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(10))
+                    return nil
+                }
+                defer { group.cancelAll() }
+                return await group.next() ?? nil
+            }
+            if status == nil { process.send(SIGKILL) }
+            #expect(status == 130, "stdout: \(process.stdout) stderr: \(process.stderr)")
+            #expect(process.stderr.contains("herald: left without waiting; job "), "\(process.stderr)")
         }
     }
 

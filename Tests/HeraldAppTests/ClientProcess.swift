@@ -13,6 +13,8 @@ final class ClientProcess: Sendable {
     private let output = Mutex(Output())
     /// Complete stdout lines, as they are written.
     let lines: AsyncStream<String>
+    /// Complete stderr lines, as they are written.
+    let errorLines: AsyncStream<String>
     private let status: AsyncStream<Int32>
     private let stderrEnded: AsyncStream<Void>
 
@@ -28,12 +30,15 @@ final class ClientProcess: Sendable {
         process.standardInput = FileHandle.nullDevice
         let (lines, linesContinuation) = AsyncStream.makeStream(of: String.self)
         let (status, statusContinuation) = AsyncStream.makeStream(of: Int32.self)
+        let (errorLines, errorLinesContinuation) = AsyncStream.makeStream(of: String.self)
         let (stderrEnded, stderrContinuation) = AsyncStream.makeStream(of: Void.self)
         self.stderrEnded = stderrEnded
         self.process = process
         self.lines = lines
+        self.errorLines = errorLines
         self.status = status
         let pending = Mutex("")
+        let pendingError = Mutex("")
         // Each pipe is read to its end by a thread of its own, with blocking reads. Not `readabilityHandler`: the test
         // process died twice in libdispatch's event loop (SIGSEGV in `_dispatch_event_loop_drain`, no frame of ours),
         // most likely on the epoll registration of a pipe closed while a child spawned by another test still held a
@@ -41,19 +46,16 @@ final class ClientProcess: Sendable {
         Self.drain(stdout.fileHandleForReading) { [self] data in
             let text = String(decoding: data, as: UTF8.self)
             output.withLock { $0.stdout += text }
-            let complete = pending.withLock { pending -> [String] in
-                pending += text
-                var parts = pending.components(separatedBy: "\n")
-                pending = parts.removeLast()
-                return parts
-            }
-            for line in complete { linesContinuation.yield(line) }
+            for line in Self.completeLines(adding: text, to: pending) { linesContinuation.yield(line) }
         } atEnd: {
             linesContinuation.finish()
         }
         Self.drain(stderr.fileHandleForReading) { [self] data in
-            output.withLock { $0.stderr += String(decoding: data, as: UTF8.self) }
+            let text = String(decoding: data, as: UTF8.self)
+            output.withLock { $0.stderr += text }
+            for line in Self.completeLines(adding: text, to: pendingError) { errorLinesContinuation.yield(line) }
         } atEnd: {
+            errorLinesContinuation.finish()
             stderrContinuation.finish()
         }
         process.terminationHandler = { process in
@@ -70,6 +72,13 @@ final class ClientProcess: Sendable {
         throw CancellationError()
     }
 
+    /// Waits for the first stderr line that contains `text`; fails when the output ends first.
+    func errorLine(containing text: String) async throws -> String {
+        for await line in errorLines where line.contains(text) { return line }
+        Issue.record("no stderr line contains '\(text)'; stdout: \(stdout); stderr: \(stderr)")
+        throw CancellationError()
+    }
+
     /// Sends `signal` (SIGINT is Ctrl-C).
     func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
@@ -81,6 +90,16 @@ final class ClientProcess: Sendable {
         for await _ in lines {}
         for await _ in stderrEnded {}
         return code
+    }
+
+    /// The lines `text` completes after what `pending` held; keeps the unfinished rest in `pending`.
+    private static func completeLines(adding text: String, to pending: borrowing Mutex<String>) -> [String] {
+        pending.withLock { pending in
+            pending += text
+            var parts = pending.components(separatedBy: "\n")
+            pending = parts.removeLast()
+            return parts
+        }
     }
 
     /// Reads `handle` until its end on a new thread, handing each chunk to `body`, then calls `atEnd`.
