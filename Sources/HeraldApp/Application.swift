@@ -87,6 +87,9 @@ public struct Application: Sendable {
         )
         let readiness = Readiness { runner.stopClaiming() }
         let staging = StagingArea(dataDirectory: configuration.dataDirectory, minFreeBytes: configuration.minFreeDisk)
+        // Under the lock, before anything serves: what a crash left mid-upload is of no use to anyone.
+        let abandoned = staging.removeAbandonedUploads()
+        if !abandoned.isEmpty { logger.notice("removed uploads a crash left unfinished", metadata: ["count": "\(abandoned.count)"]) }
         var router = Router()
 
         // The trust boundary: keys, tenants, scopes and rate limits, before any route.

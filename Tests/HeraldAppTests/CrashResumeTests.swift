@@ -1,6 +1,8 @@
+import AsyncHTTPClient
 import Foundation
 import HeraldCore
 import HeraldTestSupport
+import NIOCore
 import NIOHTTP1
 import Synchronization
 import Testing
@@ -91,6 +93,72 @@ struct CrashResumeTests {
             #expect(answer["state"] as? String == "succeeded")
             #expect(answer["attempt"] as? Int == 2)
             print("resumed \(resumedAfter) after the restart")
+        }
+    }
+
+    /// SIGKILL while a `POST /v1/media` body streams leaves `staging/<id>.<ext>.partial`; the restart removes it
+    /// before it listens.
+    @Test func anUploadCutByACrashLeavesNoPartialFileAfterTheRestart() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-partial-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try await ServingProcess.start(["--data-dir", directory, "--min-free-disk", "0"])
+        let key = try #require(first.key)
+        let staging = directory + "/staging"
+        let upload = Task {
+            var request = HTTPClientRequest(url: "\(first.base)/v1/media")
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer \(key)")
+            request.headers.add(name: "Content-Type", value: "image/png")
+            // A megabyte declared, a quarter of it sent before the body stops coming: the upload is in flight.
+            request.body = .stream(
+                StalledBody(head: pngBytes + [UInt8](repeating: 0, count: (256 << 10) - pngBytes.count)), length: .known(Int64(1 << 20)))
+            _ = try? await HTTPClient.shared.execute(request, timeout: .seconds(60))
+        }
+        defer { upload.cancel() }
+        // The staging write has no event a test can await from outside the process: look until the file has bytes.
+        var partial: String?
+        for _ in 0..<500 where partial == nil {
+            partial = files(in: staging).first { $0.hasSuffix(".partial") && fileSize(staging + "/" + $0) > 0 }
+            if partial == nil { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        let name = try #require(partial, "the upload reached staging")
+
+        kill(first.process.processIdentifier, SIGKILL)
+        first.process.waitUntilExit()
+        #expect(files(in: staging).contains(name), "the crash left the partial file")
+        let second = try await ServingProcess.start(["--data-dir", directory, "--min-free-disk", "0"])
+        defer {
+            second.process.terminate()
+            second.process.waitUntilExit()
+        }
+        #expect(!files(in: staging).contains(name), "removed at start, before the server listened: \(files(in: staging))")
+        // The server goes on staging as before.
+        let media = try await call(.POST, "\(second.base)/v1/media", key: key, contentType: "image/png", body: pngBytes)
+        #expect(media.status == .created, "\(media.body)")
+    }
+}
+
+/// The size of the file at `path`, 0 when there is none.
+private func fileSize(_ path: String) -> Int {
+    ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+}
+
+/// A request body that sends `head`, then never sends more (until its task is cancelled).
+private struct StalledBody: AsyncSequence, Sendable {
+    let head: [UInt8]
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(head: head) }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var head: [UInt8]?
+
+        mutating func next() async throws -> ByteBuffer? {
+            if let bytes = head {
+                head = nil
+                return ByteBuffer(bytes: bytes)
+            }
+            try await Task.sleep(for: .seconds(3600))
+            return nil
         }
     }
 }

@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 import HTTPTypes
 import HeraldCore
 import Metrics
@@ -99,6 +100,16 @@ struct StagingArea: Sendable {
             unlink(partialPath)
             throw error
         }
+    }
+
+    /// Removes the `.partial` files a crash left mid-upload; returns their data-directory-relative paths.
+    ///
+    /// Called at start, once the data directory's lock is held and before anything serves: no upload of this
+    /// process can be writing one yet, and no other process can be.
+    func removeAbandonedUploads() -> [String] {
+        let folder = path(of: Self.folder)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return names.filter { $0.hasSuffix(".partial") && unlink(folder + "/" + $0) == 0 }.map { Self.folder + "/" + $0 }
     }
 
     /// Removes a staged file; a missing one is fine.
