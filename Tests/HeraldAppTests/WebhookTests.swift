@@ -432,7 +432,13 @@ struct WebhookTests {
                 }
                 #expect(try await createWebhook(base, ["url": "http://x.test/", "events": ["job.started"]]).status == .unprocessableEntity)
                 #expect(try await createWebhook(base, ["url": "http://x.test/", "events": []]).status == .unprocessableEntity)
-                #expect(try await createWebhook(base, ["events": ["job.failed"]]).status == .badRequest)
+                // Well-formed JSON that breaks the rules: 422 naming the member, as for posts; the wrong JSON type: 400.
+                let missing = try await createWebhook(base, ["events": ["job.failed"]])
+                #expect(missing.status == .unprocessableEntity)
+                #expect((missing.json["errors"] as? [[String: Any]])?.compactMap { $0["pointer"] as? String } == ["/url"], "\(missing.json)")
+                let unnamed = try await createWebhook(base, ["url": NSNull(), "events": ["job.nope"]])
+                #expect((unnamed.json["errors"] as? [[String: Any]])?.compactMap { $0["pointer"] as? String } == ["/events/0", "/url"])
+                #expect(try await createWebhook(base, ["url": 5]).status == .badRequest)
 
                 let created = try await createWebhook(base, ["url": "http://hooks.example:\(receiver.port)/hook"])
                 #expect(created.status == .created)

@@ -76,25 +76,29 @@ struct WebhookRoutes {
         } else {
             events = WebhookEventType.allCases
         }
-        do {
-            _ = try WebhookTarget.parse(draft.url)
-        } catch {
-            issues.append(HTTPError.FieldError(pointer: "/url", detail: error.description))
+        if let url = draft.url {
+            do {
+                _ = try WebhookTarget.parse(url)
+            } catch {
+                issues.append(HTTPError.FieldError(pointer: "/url", detail: error.description))
+            }
+        } else {
+            issues.append(HTTPError.FieldError(pointer: "/url", detail: "the endpoint's absolute http or https URL is required"))
         }
         // Resolved only once the rest is sound: a bad request costs no DNS lookup.
-        if issues.isEmpty {
+        if issues.isEmpty, let url = draft.url {
             do {
-                _ = try await WebhookTarget.resolve(draft.url, resolver: resolver, allowPrivate: allowPrivate)
+                _ = try await WebhookTarget.resolve(url, resolver: resolver, allowPrivate: allowPrivate)
             } catch {
                 issues.append(HTTPError.FieldError(pointer: "/url", detail: error.description))
             }
         }
-        guard issues.isEmpty else {
+        guard issues.isEmpty, let url = draft.url else {
             throw HTTPError(
                 .unprocessableContent, detail: "The webhook has \(issues.count) problem\(issues.count == 1 ? "" : "s").", errors: issues)
         }
         let now = Timestamp.now()
-        let webhook = Webhook(id: WebhookID.generate(at: now), url: draft.url, events: events, createdAt: now)
+        let webhook = Webhook(id: WebhookID.generate(at: now), url: url, events: events, createdAt: now)
         let secret = WebhookSignature.generateSecret()
         try await webhooks.insert(webhook, tenant: tenant, secret: secret)
         return CreatedWebhook(webhook: webhook, secret: secret)
@@ -103,8 +107,10 @@ struct WebhookRoutes {
     /// What a webhook request looks like.
     private static let shape = #"{"url": string, "events"?: ["job.succeeded"|"job.failed"|"job.cancelled"]}"#
 
+    /// As sent: a missing `url` (or `null`) is a validation problem (422), a `url` of another JSON type a malformed
+    /// body (400).
     private struct Draft: Decodable {
-        var url: String
+        var url: String?
         var events: [String]?
     }
 }
