@@ -56,6 +56,14 @@ static inline int herald_connection_socket(struct MHD_Connection *connection)
     return info == NULL ? -1 : info->connect_fd;
 }
 
+/// poll(2)'s event for a peer that closed its side, which glibc declares only under `_GNU_SOURCE` (Linux's value;
+/// other systems report the hang-up as `POLLHUP` alone).
+#if defined(__linux__)
+#define HERALD_POLLRDHUP 0x2000
+#else
+#define HERALD_POLLRDHUP 0
+#endif
+
 /// Whether this libmicrohttpd was built with TLS (Debian's is, with GnuTLS).
 static inline _Bool herald_tls_supported(void)
 {

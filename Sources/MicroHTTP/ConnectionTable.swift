@@ -1,3 +1,4 @@
+import CMicroHTTPD
 import Synchronization
 
 #if canImport(Glibc)
@@ -33,10 +34,14 @@ final class ConnectionTable: Sendable {
         var served = false
         /// Shut down already: no longer counted, waiting for libmicrohttpd to report it closed.
         var closing = false
+        /// A streamed response parked with nothing to send: libmicrohttpd does not look at the socket then, so the
+        /// table does, for the client's hang-up.
+        var idleStream: StreamSink?
     }
 
     private struct State {
         var entries: [UInt: Entry] = [:]
+        var idleStreams = 0
         var open = 0
         var closedWaiting = 0
         var evicted = 0
@@ -98,7 +103,59 @@ final class ConnectionTable: Sendable {
         state.withLock { state in
             guard let entry = state.entries.removeValue(forKey: key(connection)) else { return }
             if !entry.closing { state.open -= 1 }
+            if entry.idleStream != nil { state.idleStreams -= 1 }
         }
+    }
+
+    /// Its streamed response is parked (suspended) until `sink` has bytes: watched for the client's hang-up.
+    ///
+    /// Called with the sink's lock held; the sink calls ``streamBusy(_:)`` before it resumes the connection, so the
+    /// descriptor is only looked at while libmicrohttpd leaves it alone (a suspended connection is never closed).
+    func streamIdle(_ connection: OpaquePointer, sink: StreamSink) {
+        state.withLock { state in
+            guard let index = state.entries.index(forKey: key(connection)), state.entries.values[index].idleStream == nil else { return }
+            state.entries.values[index].idleStream = sink
+            state.idleStreams += 1
+        }
+    }
+
+    /// Its streamed response has bytes again (or ends): libmicrohttpd watches the socket itself.
+    func streamBusy(_ connection: OpaquePointer) {
+        state.withLock { state in
+            guard let index = state.entries.index(forKey: key(connection)), state.entries.values[index].idleStream != nil else { return }
+            state.entries.values[index].idleStream = nil
+            state.idleStreams -= 1
+        }
+    }
+
+    /// How often parked streams are looked at for a hung-up client.
+    static let idleStreamCheck: Duration = .seconds(1)
+
+    /// Ends the parked streams whose client has hung up (sent its FIN, or reset); returns how many.
+    @discardableResult
+    func endAbandonedStreams() -> Int {
+        let abandoned = state.withLock { state -> [StreamSink] in
+            guard state.idleStreams > 0 else { return [] }
+            var watched: [(key: UInt, sink: StreamSink)] = []
+            var descriptors: [pollfd] = []
+            for (key, entry) in state.entries {
+                guard let sink = entry.idleStream else { continue }
+                watched.append((key, sink))
+                descriptors.append(pollfd(fd: entry.descriptor, events: Int16(HERALD_POLLRDHUP), revents: 0))
+            }
+            // Never waits (timeout 0): it only asks the kernel what it already knows.
+            guard poll(&descriptors, nfds_t(descriptors.count), 0) > 0 else { return [] }
+            var abandoned: [StreamSink] = []
+            for (index, descriptor) in descriptors.enumerated() where descriptor.revents & Int16(HERALD_POLLRDHUP | POLLHUP | POLLERR) != 0 {
+                state.entries[watched[index].key]?.idleStream = nil
+                state.idleStreams -= 1
+                abandoned.append(watched[index].sink)
+            }
+            return abandoned
+        }
+        // Outside the table's lock: the sink takes its own, then resumes the connection for libmicrohttpd to close.
+        for sink in abandoned { sink.clientLeft() }
+        return abandoned.count
     }
 
     /// Closes the connections whose head is overdue; returns how long until the next one could be.
@@ -119,11 +176,13 @@ final class ConnectionTable: Sendable {
         }
     }
 
-    /// Closes connections whose head is overdue until cancelled, waking when the next one falls due.
+    /// Closes connections whose head is overdue until cancelled, waking when the next one falls due, and at least
+    /// every ``idleStreamCheck`` to end the parked streams whose client left.
     func closeOverdueUntilCancelled() async {
         while !Task.isCancelled {
             // At least 50 ms apart: a burst of deadlines is handled in one pass.
-            let wait = max(closeOverdue(), .milliseconds(50))
+            endAbandonedStreams()
+            let wait = max(min(closeOverdue(), Self.idleStreamCheck), .milliseconds(50))
             try? await Task.sleep(for: wait)
         }
     }

@@ -529,7 +529,9 @@ final class Daemon: Sendable {
         var buffer = [CChar](repeating: 0, count: 512)
         _ = vsnprintf(&buffer, buffer.count, format, arguments)
         let message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        daemon.logger.warning("libmicrohttpd: \(message.trimmingSuffix())")
+        // That one follows a stream's -2: a producer that failed (logged where it failed) or a client that left.
+        let expected = message.hasPrefix("Closing connection (application error generating response)")
+        daemon.logger.log(level: expected ? .debug : .warning, "libmicrohttpd: \(message.trimmingSuffix())")
     }
 }
 

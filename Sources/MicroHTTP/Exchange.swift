@@ -337,7 +337,7 @@ final class Exchange: BodySource, Sendable {
             state.status = prepared.status
             state.bytesSent = prepared.bodySize
             state.sink = sink
-            sink?.attach(connection)
+            sink?.attach(connection, watchedBy: server.connections)
             if state.requestComplete {
                 if !connection.queue(prepared.pointer, status: prepared.status) {
                     request.logger.error("libmicrohttpd refused the response")

@@ -16,7 +16,11 @@ final class StreamSink: ResponseBodySink, Sendable {
         var failed = false
         var closed = false
         var suspended = false
+        /// The client hung up while the connection was parked: the next read ends the response with an error.
+        var clientLeft = false
         var connection: Connection?
+        /// Watches the socket while the connection is parked (libmicrohttpd does not).
+        var table: ConnectionTable?
         var writer: CheckedContinuation<Void, any Error>?
     }
 
@@ -27,9 +31,13 @@ final class StreamSink: ResponseBodySink, Sendable {
         self.highWater = highWater
     }
 
-    /// The connection the response was queued on: the reader suspends and the writer resumes it.
-    func attach(_ connection: Connection) {
-        state.withLock { $0.connection = connection }
+    /// The connection the response was queued on: the reader suspends and the writer resumes it; `table` watches
+    /// it for the client's hang-up while it is suspended.
+    func attach(_ connection: Connection, watchedBy table: ConnectionTable) {
+        state.withLock { state in
+            state.connection = connection
+            state.table = table
+        }
     }
 
     func write(_ bytes: [UInt8]) async throws {
@@ -61,6 +69,19 @@ final class StreamSink: ResponseBodySink, Sendable {
         }
     }
 
+    /// The connection table saw the client hang up while the connection was parked: writers stop, and the
+    /// connection is resumed for libmicrohttpd to end the response and close it.
+    func clientLeft() {
+        let writer = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+            state.closed = true
+            state.clientLeft = true
+            wakeReader(&state)
+            defer { state.writer = nil }
+            return state.writer
+        }
+        writer?.resume()
+    }
+
     /// The connection is gone: writers stop.
     func close() {
         let writer = state.withLock { state -> CheckedContinuation<Void, any Error>? in
@@ -74,6 +95,8 @@ final class StreamSink: ResponseBodySink, Sendable {
     private func wakeReader(_ state: inout State) {
         if state.suspended, let connection = state.connection {
             state.suspended = false
+            // Before the resume: the table must not look at a socket libmicrohttpd may close.
+            state.table?.streamBusy(connection.pointer)
             connection.resume()
         }
     }
@@ -81,6 +104,8 @@ final class StreamSink: ResponseBodySink, Sendable {
     /// Called by libmicrohttpd on its thread for the next bytes to send.
     private func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         let (count, writer) = state.withLock { state -> (Int, CheckedContinuation<Void, any Error>?) in
+            // -2 (MHD_CONTENT_READER_END_WITH_ERROR) closes the connection; -1 below ends the response.
+            if state.clientLeft { return (-2, nil) }
             var written = 0
             while written < buffer.count, state.head < state.chunks.count {
                 let chunk = state.chunks[state.head]
@@ -112,6 +137,7 @@ final class StreamSink: ResponseBodySink, Sendable {
             if let connection = state.connection {
                 state.suspended = true
                 connection.suspend()
+                state.table?.streamIdle(connection.pointer, sink: self)
             }
             return (0, writer)
         }

@@ -90,7 +90,8 @@ struct StreamingTests {
                     await clientGone.arriveAndWait()
                     let event = "data: \(String(repeating: "e", count: 1000))\n\n"
                     // The connection is suspended while the producer has nothing to send: libmicrohttpd sees the
-                    // client gone only when a write wakes it and its send fails; a write after that throws.
+                    // client gone when a write wakes it and its send fails (or the connection table looks, within a second); a
+                    // write after that throws.
                     for index in 0..<100_000 {
                         do {
                             try await writer.write(event)
@@ -110,6 +111,44 @@ struct StreamingTests {
             await clientGone.arriveAndWait()
             let result = await outcomes.first { _ in true }
             #expect(result?.hasPrefix("threw") == true, "\(result ?? "no outcome")")
+        }
+    }
+
+    /// A client that hangs up on an idle stream (nothing to send: the connection is suspended, and libmicrohttpd
+    /// does not watch it) is noticed by the connection table's check, and the producer is cancelled: the stream's
+    /// slot is not held until its next write.
+    @Test func aClientThatHangsUpOnAnIdleStreamEndsItsProducer() async throws {
+        let (outcomes, outcome) = AsyncStream.makeStream(of: String.self)
+        var router = Router()
+        router.get("/idle") { _ in
+            Response(
+                headerFields: [.contentType: "text/event-stream"],
+                body: .stream { writer in
+                    try await writer.write("data: first\n\n")
+                    // Nothing more to say for an hour: only the client's hang-up ends this.
+                    do {
+                        try await Task.sleep(for: .seconds(3600))
+                        outcome.yield("slept an hour")
+                    } catch {
+                        outcome.yield("cancelled")
+                    }
+                    outcome.finish()
+                })
+        }
+        try await withLiveServer(router) { port, _ in
+            let seen = try await rawReadUntil(port: port, "GET /idle HTTP/1.1\r\nHost: localhost\r\n\r\n", marker: "data: first")
+            #expect(seen.contains("data: first"))
+            // The socket is closed now. Bounded, so that a miss fails with a message rather than the suite's limit.
+            let result = await withTaskGroup(of: String?.self) { group in
+                group.addTask { await outcomes.first { _ in true } }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(20))
+                    return nil
+                }
+                defer { group.cancelAll() }
+                return await group.next() ?? nil
+            }
+            #expect(result == "cancelled", "\(result ?? "still running 20 s after the client left")")
         }
     }
 }
