@@ -173,6 +173,37 @@ func exchange(on fd: Int32, _ text: String, until marker: String) throws -> Stri
     return String(decoding: received, as: UTF8.self)
 }
 
+/// Sends `head`, then `block` `count` times from the same buffer (nothing allocated per block), and reads the answer
+/// until the server closes: a client whose memory does not grow with the body.
+func rawUpload(port: Int, head: String, block: [UInt8], count: Int) async throws -> String {
+    try await onThread {
+        let fd = try connectedSocket(port: port)
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 60, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let sent = Array(head.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard sent == head.utf8.count else { throw SocketError(call: "send") }
+        try block.withUnsafeBytes { bytes in
+            for _ in 0..<count {
+                var offset = 0
+                while offset < bytes.count {
+                    let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+                    guard n > 0 else { throw SocketError(call: "send") }
+                    offset += n
+                }
+            }
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            received.append(contentsOf: buffer[0..<n])
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+}
+
 /// Runs blocking socket code on a thread of its own, off the cooperative pool.
 private func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
