@@ -3,7 +3,7 @@ public import MicroHTTP
 public import NIOSSL
 public import Publishing
 
-/// Everything `herald serve` can be told, with the defaults of the API contract's "Running it".
+/// Everything `herald serve` can be told, with the defaults of the README's option table.
 public struct HeraldConfiguration: Sendable {
     public var host: String
     public var port: Int

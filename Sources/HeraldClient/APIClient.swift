@@ -1,8 +1,13 @@
 import AsyncHTTPClient
-import FoundationEssentials
 import HeraldCore
 import NIOCore
 import NIOHTTP1
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Herald's HTTP API from the client's side: media uploads with progress, posts, jobs and their event streams.
 ///

@@ -1,4 +1,4 @@
-/// A value with one JSON form, written by ``JSONWriter`` with its members in the order API.md documents.
+/// A value with one JSON form, written by ``JSONWriter`` with its members in the order `openapi.yaml` documents.
 ///
 /// `JSONEncoder` on Linux writes keys in no fixed order; these writers give every answer one stable order and
 /// the same members and values as the `Encodable` forms (`APIJSONTests` checks both). Refining `Encodable` keeps

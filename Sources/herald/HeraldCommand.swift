@@ -47,7 +47,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds running jobs get on shutdown. [HERALD_SHUTDOWN_GRACE, default 20]") var shutdownGrace: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical. [HERALD_LOG_LEVEL, default info]") var logLevel: String?
     @Option(help: "text, or json for one JSON object a line. [HERALD_LOG_FORMAT, default text]") var logFormat: String?
-    @Option(help: "libmicrohttpd polling threads, one status-read connection each. [HERALD_HTTP_THREADS, default 1]") var httpThreads: Int?
+    @Option(help: "libmicrohttpd polling threads. [HERALD_HTTP_THREADS, default 1]") var httpThreads: Int?
     @Option(help: "Open connections at most; past it an idle one is closed for a new one. [HERALD_MAX_CONNECTIONS, default 1000]")
     var maxConnections: Int?
     @Option(help: "Open connections per client address. [HERALD_MAX_CONNECTIONS_PER_IP, default 256]") var maxConnectionsPerIP: Int?

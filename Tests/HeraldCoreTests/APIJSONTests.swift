@@ -2,7 +2,7 @@ import Foundation
 import HeraldCore
 import Testing
 
-/// The API objects written by `JSONWriter` (``JSONWritable``): members in API.md's order, byte for byte, and the same
+/// The API objects written by `JSONWriter` (``JSONWritable``): members in `openapi.yaml`'s order, byte for byte, and the same
 /// members and values as the `Encodable` forms the routes answered with before (`JSONEncoder.api`).
 @Suite("API objects written in their documented order")
 struct APIJSONTests {

@@ -2,7 +2,7 @@ import Foundation
 import HeraldCore
 import Testing
 
-/// The keys of each object, copied from API.md.
+/// The keys of each object, as `openapi.yaml` documents them.
 enum APIKeys {
     static let media: Set = ["id", "content_type", "size", "sha256", "description", "state", "url", "post_id", "created_at"]
     static let post: Set = ["id", "text", "state", "media", "job_id", "priority", "scheduled_at", "created_at", "published_at"]
