@@ -40,7 +40,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -51,12 +50,14 @@ import time
 import urllib.parse
 import urllib.request
 from http.client import HTTPConnection
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from herald_support import Herald, Server, create_key, free_port  # noqa: E402
+from herald_support.fake_s3 import CREDENTIALS, FakeS3  # noqa: E402
+
 BENCH = os.path.join(ROOT, "Benchmarks")
 OUT = os.path.join(BENCH, "out")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 CONNECTIONS = 32
 PNG = bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0x0D, 0x49, 0x48, 0x44, 0x52]) + bytes(range(200)) * 20
 
@@ -123,25 +124,20 @@ def sqlite_read(binaries, database, job, seconds, label):
     return float(re.search(r"cpu_us_per_read=([\d.]+)", output).group(1))
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 # The API key of each Herald under test, by port: every /v1/ call needs one (made with `herald keys create` before
 # the server starts, as an operator would). http() and wrk() send it; the other servers have none.
 KEYS = {}
 
 
-def herald_serve(binaries, data, port, *flags, log_level="warning"):
-    """`herald serve` on 127.0.0.1:port with an admin key made for it, and no per-key rate limit: the load would pass it.
+def herald_serve(binaries, name, data, *flags, log_level="warning", ready_path="/healthz", env=None):
+    """`herald serve` on 127.0.0.1 with an admin key made for it, and no per-key rate limit: the load would pass it.
     `log_level` "warning" (the default here) leaves the access log out; "info" is `herald serve`'s own default, access
-    log on (its lines go to the server's stdout, which Server sends to a file in Benchmarks/out/)."""
-    created = subprocess.run([binaries["herald"], "keys", "create", "--name", "bench", "--scope", "admin", "--data-dir", data],
-                             capture_output=True, text=True, check=True, timeout=60)
-    KEYS[port] = created.stdout.split("\n", 1)[0]
-    return [binaries["herald"], "serve", "--port", str(port), "--data-dir", data, "--log-level", log_level, "--rate-limit", "0", *flags]
+    log on (its lines go to the server's stdout, which goes to Benchmarks/out/<name>.log). Started: a Herald."""
+    key = create_key(binaries["herald"], data, "bench")
+    herald = Herald(binaries["herald"], data, "--log-level", log_level, "--rate-limit", "0", *flags, name=name,
+                    log_path=os.path.join(OUT, f"{name}.log"), env=env).start(ready_path, timeout=60)
+    KEYS[herald.port] = key
+    return herald
 
 
 def authorization(url):
@@ -150,50 +146,26 @@ def authorization(url):
     return f"Bearer {key}" if key else None
 
 
+def key_headers(url):
+    """The headers a request to `url` needs: the key, for a /v1/ path of a server that has one."""
+    if authorization(url) and urllib.parse.urlsplit(url).path.startswith("/v1/"):
+        return {"Authorization": authorization(url)}
+    return {}
+
+
 def http(method, url, body=None, content_type=None, timeout=30):
-    request = urllib.request.Request(url, data=body, method=method)
+    request = urllib.request.Request(url, data=body, method=method, headers=key_headers(url))
     if content_type:
         request.add_header("Content-Type", content_type)
-    if authorization(url) and urllib.parse.urlsplit(url).path.startswith("/v1/"):
-        request.add_header("Authorization", authorization(url))
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return response.status, response.read()
 
 
-class Server:
-    """A server process on 127.0.0.1:port, ready once `ready_path` answers; stopped with SIGTERM (then SIGKILL)."""
-
-    def __init__(self, name, command, port, ready_path="/healthz", environment=None):
-        self.name, self.port = name, port
-        self.log = open(os.path.join(OUT, f"{name}.log"), "w")
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment)
-        deadline = time.monotonic() + 60
-        while True:  # a bounded readiness probe: the process gives no other signal that it listens
-            try:
-                http("GET", self.url(ready_path), timeout=2)
-                return
-            except Exception:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"{name} did not start; see {self.log.name}")
-                time.sleep(0.05)
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def cpu_seconds(self):
-        fields = open(f"/proc/{self.process.pid}/stat").read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
+def start_server(name, command, port, ready_path="/healthz"):
+    """A server process on 127.0.0.1:port, started (ready once `ready_path` answers 200); its output in
+    Benchmarks/out/<name>.log."""
+    server = Server(command, port, name=name, log_path=os.path.join(OUT, f"{name}.log"))
+    return server.start(ready_path, timeout=60, headers=key_headers(server.url(ready_path)))
 
 
 def wrk(server, path, seconds, label, script=None):
@@ -266,7 +238,7 @@ def copy_data_directory(source):
 def status_poll(binaries, rounds, seconds):
     data = tempfile.mkdtemp(prefix="herald-bench-")
     # `herald serve`'s default log level, info: one access log line a request, to a file as a container's log would go.
-    herald = Server("herald-poll", herald_serve(binaries, data, herald_port := free_port(), log_level="info"), herald_port)
+    herald = herald_serve(binaries, "herald-poll", data, log_level="info")
     servers = [herald]
     directories = [data]
     try:
@@ -289,14 +261,14 @@ def status_poll(binaries, rounds, seconds):
         # directory, taken once the job has succeeded, so that it answers the same job with the same bytes.
         quiet_data = copy_data_directory(data)
         directories.append(quiet_data)
-        quiet = Server("herald-poll-warning", herald_serve(binaries, quiet_data, port := free_port()), port)
+        quiet = herald_serve(binaries, "herald-poll-warning", quiet_data)
         servers.append(quiet)
         _, quiet_body = http("GET", quiet.url(path))
         assert quiet_body == herald_body, f"the second Herald answers the first one's bytes:\n{herald_body!r}\n{quiet_body!r}"
         sizes[HERALD_QUIET] = len(quiet_body)
         targets.append((HERALD_QUIET, quiet))
         if os.access(binaries["baseline"], os.X_OK):
-            baseline = Server("baseline-poll", [binaries["baseline"], "--db", database, "--host", "127.0.0.1", "--port", str(port := free_port())], port, ready_path=path)
+            baseline = start_server("baseline-poll", [binaries["baseline"], "--db", database, "--host", "127.0.0.1", "--port", str(port := free_port())], port, ready_path=path)
             servers.append(baseline)
             _, baseline_body = http("GET", baseline.url(path))
             assert json.loads(herald_body) == json.loads(baseline_body), "the baseline answers the same job object"
@@ -307,7 +279,7 @@ def status_poll(binaries, rounds, seconds):
         # The C server checks that a key is sent, not which: it gets Herald's, so that wrk's requests are the same bytes.
         port = free_port()
         KEYS[port] = KEYS[herald.port]
-        c_status = Server("c-status-poll", [binaries["status"], str(port), database, job_tenant(database, job), status_query()], port, ready_path=path)
+        c_status = start_server("c-status-poll", [binaries["status"], str(port), database, job_tenant(database, job), status_query()], port, ready_path=path)
         servers.append(c_status)
         _, c_body = http("GET", c_status.url(path))
         assert c_body == herald_body, f"the C status server answers Herald's bytes:\n{herald_body!r}\n{c_body!r}"
@@ -316,7 +288,7 @@ def status_poll(binaries, rounds, seconds):
         body_file = os.path.join(OUT, "job.json")
         with open(body_file, "wb") as file:
             file.write(herald_body)
-        limit = Server("c-limit-poll", [binaries["hello"], str(port := free_port()), "1", body_file], port, ready_path=path)
+        limit = start_server("c-limit-poll", [binaries["hello"], str(port := free_port()), "1", body_file], port, ready_path=path)
         servers.append(limit)
         sizes[C_LIMIT] = len(herald_body)
         targets.append((C_LIMIT, limit))
@@ -350,7 +322,7 @@ def post_creation(binaries, rounds, seconds):
         data = tempfile.mkdtemp(prefix="herald-bench-")
         log(f"post creation, round {round_index + 1}/{rounds}: Herald")
         # The queue is paused so that the runner's publishing does not compete with the inserts being measured.
-        herald = Server("herald-post", herald_serve(binaries, data, port := free_port()), port)
+        herald = herald_serve(binaries, "herald-post", data)
         try:
             http("POST", herald.url("/v1/queue/pause"))
             results["Herald POST /v1/posts"].append(wrk(herald, "/v1/posts", seconds, f"post-herald-{round_index + 1}", script=script))
@@ -367,99 +339,17 @@ def post_creation(binaries, rounds, seconds):
 # MARK: A local S3-compatible server
 
 
-class FakeS3:
-    """Path-style S3 on 127.0.0.1 in this process: HEAD bucket 200; PUT reads the body, then answers after
-    `latency` seconds or, when `hang` is set, never: it waits for the client to close and records when.
-    DELETE 204. Threads share this process's monotonic clock with the driver, so latencies need no sync."""
-
-    def __init__(self):
-        self.latency = 0.3
-        self.hang = False
-        self.lock = threading.Condition()
-        self.puts = []  # (key, received_at, answered_at)
-        self.received = {}  # key -> time its whole body had arrived (hang mode)
-        self.closed = {}  # key -> time the client closed the connection (hang mode)
-        self.bytes = 0
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def answer(self, status):
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def do_HEAD(self):
-                self.answer(200)
-
-            def do_DELETE(self):
-                self.answer(204)
-
-            def do_PUT(self):
-                started = time.monotonic()
-                key = self.path.split("/", 2)[2]
-                remaining = int(self.headers["Content-Length"])
-                while remaining > 0:
-                    chunk = self.rfile.read(min(remaining, 1 << 20))
-                    if not chunk:
-                        return
-                    remaining -= len(chunk)
-                    with fake.lock:
-                        fake.bytes += len(chunk)
-                if fake.hang:
-                    with fake.lock:
-                        fake.received[key] = time.monotonic()
-                        fake.lock.notify_all()
-                    self.connection.settimeout(120)
-                    try:
-                        while self.connection.recv(1 << 16):
-                            pass
-                    except OSError:
-                        pass
-                    with fake.lock:
-                        fake.closed[key] = time.monotonic()
-                        fake.lock.notify_all()
-                    self.close_connection = True
-                    return
-                time.sleep(max(0.0, fake.latency - (time.monotonic() - started)))
-                self.answer(200)
-                with fake.lock:
-                    fake.puts.append((key, started, time.monotonic()))
-
-        class Server(ThreadingHTTPServer):
-            # socketserver listens with a backlog of 5: of 8 uploads connecting at once, some SYNs were dropped and
-            # retried a second later, so their PUTs went out on the first connections freed (a job of 8 at
-            # --upload-concurrency 8 took two latencies instead of one, in about one round in three).
-            request_queue_size = 1024
-            daemon_threads = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def store(self):
-        return f"s3://bench?endpoint=http://127.0.0.1:{self.port}&region=us-east-1"
-
-    def wait(self, predicate, timeout=60):
-        with self.lock:
-            if not self.lock.wait_for(lambda: predicate(self), timeout=timeout):
-                raise RuntimeError("the fake S3 server did not see what was expected in time")
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+def fake_s3(latency=0.3, hang=False):
+    """scripts/herald_support/fake_s3.py in this process, keeping nothing: HEAD bucket 200; a PUT reads the body,
+    then answers `latency` seconds after its head arrived or, with `hang`, never: it waits for the client to close
+    and records when. DELETE 204. Its threads share this process's monotonic clock with the driver, so latencies
+    need no sync."""
+    return FakeS3(None, bucket="bench", latency=latency, hang=hang).start()
 
 
 def s3_herald(binaries, fake, name, *flags):
     data = tempfile.mkdtemp(prefix="herald-bench-")
-    environment = dict(os.environ, AWS_ACCESS_KEY_ID="AKIDBENCH", AWS_SECRET_ACCESS_KEY="bench-secret")
-    port = free_port()
-    command = herald_serve(binaries, data, port, "--store", fake.store(), *flags)
-    return Server(name, command, port, ready_path="/readyz", environment=environment)
+    return herald_serve(binaries, name, data, "--store", fake.store_url, *flags, ready_path="/readyz", env=CREDENTIALS)
 
 
 def upload(server, count, size=len(PNG) + 100):
@@ -491,7 +381,7 @@ def timestamp(text):
 
 
 def parallel_publish(binaries, rounds):
-    fake = FakeS3()
+    fake = fake_s3()
     curve = {1: [], 4: [], 8: []}
     try:
         for round_index in range(rounds):
@@ -500,13 +390,11 @@ def parallel_publish(binaries, rounds):
                 herald = s3_herald(binaries, fake, f"herald-parallel-{concurrency}", "--upload-concurrency", str(concurrency))
                 try:
                     media = upload(herald, 8)
-                    with fake.lock:
-                        fake.puts.clear()
+                    fake.clear_puts()
                     job = wait_job(herald, create_post(herald, media))
                     assert job["state"] == "succeeded", job
                     wall = timestamp(job["finished_at"]) - timestamp(job["started_at"])
-                    with fake.lock:
-                        slowest = max(answered - received for _, received, answered in fake.puts)
+                    slowest = max(answered - received for _, received, answered in list(fake.puts))
                     curve[concurrency].append({"wall": wall, "slowest": slowest, "ratio": wall / slowest})
                 finally:
                     herald.stop()
@@ -534,8 +422,7 @@ def parallel_publish(binaries, rounds):
 
 
 def cancel_latency(binaries, jobs=50):
-    fake = FakeS3()
-    fake.hang = True
+    fake = fake_s3(hang=True)
     latencies = []
     herald = s3_herald(binaries, fake, "herald-cancel", "--upload-concurrency", "4")
     try:
@@ -547,8 +434,7 @@ def cancel_latency(binaries, jobs=50):
             cancelled = time.monotonic()
             http("POST", herald.url(f"/v1/jobs/{job}/cancel"))
             fake.wait(lambda fake: keys <= fake.closed.keys())
-            with fake.lock:
-                latencies.append(max(fake.closed[key] for key in keys) - cancelled)
+            latencies.append(max(fake.closed[key] for key in keys) - cancelled)
             assert wait_job(herald, job)["state"] == "cancelled"
         log(f"cancellation latency: {jobs} jobs measured")
         return latencies
@@ -558,10 +444,6 @@ def cancel_latency(binaries, jobs=50):
 
 
 # MARK: 5. Memory
-
-
-def rss_kib(server, field):
-    return next(int(line.split()[1]) for line in open(f"/proc/{server.process.pid}/status") if line.startswith(field))
 
 
 def mp4_file(path, size):
@@ -578,13 +460,12 @@ def mp4_file(path, size):
 
 
 def memory(binaries, size=1 << 30):
-    fake = FakeS3()
-    fake.latency = 0
+    fake = fake_s3(latency=0)
     path = mp4_file(os.path.join(tempfile.mkdtemp(prefix="herald-bench-"), "big.mp4"), size)
     herald = s3_herald(binaries, fake, "herald-memory", "--max-media-bytes", str(size * 2))
     try:
         http("GET", herald.url("/healthz"))
-        before = rss_kib(herald, "VmRSS:")
+        before = herald.rss_kib("VmRSS")
         log("memory: ingesting 1 GiB over HTTP")
         output = subprocess.run(
             # -T streams the file (--data-binary would read it whole into curl's memory).
@@ -593,12 +474,12 @@ def memory(binaries, size=1 << 30):
             capture_output=True, check=True, timeout=600,
         ).stdout
         media = json.loads(output)["id"]
-        after_ingest = rss_kib(herald, "VmHWM:")
+        after_ingest = herald.rss_kib("VmHWM")
         log("memory: uploading it to the S3 server")
         job = wait_job(herald, create_post(herald, [media]))
         assert job["state"] == "succeeded", job
-        assert fake.bytes == size, f"the S3 server received {fake.bytes} bytes"
-        peak = rss_kib(herald, "VmHWM:")
+        assert fake.bytes_received == size, f"the S3 server received {fake.bytes_received} bytes"
+        peak = herald.rss_kib("VmHWM")
         return {"before": before, "after_ingest": after_ingest, "peak": peak, "growth": peak - before}
     finally:
         herald.stop()
@@ -684,8 +565,7 @@ def ingest_place(binaries, rounds, size, body, root, place):
         data = tempfile.mkdtemp(prefix="herald-bench-", dir=root)
         directories.append(data)
         # `herald serve`'s defaults but for the body limit, and no free-space reserve: a small disk would answer 507.
-        port = free_port()
-        herald = Server(f"herald-ingest-{slug}", herald_serve(binaries, data, port, "--max-media-bytes", str(size), "--min-free-disk", "0"), port)
+        herald = herald_serve(binaries, f"herald-ingest-{slug}", data, "--max-media-bytes", str(size), "--min-free-disk", "0")
         servers.append(herald)
         staging = os.path.join(data, "staging")
 
@@ -701,7 +581,7 @@ def ingest_place(binaries, rounds, size, body, root, place):
             directories.append(directory)
             port = free_port()
             KEYS[port] = KEYS[herald.port]  # the C server checks that a key is sent, not which
-            server = Server(f"c-ingest-{slug}{flags[0][1:] if flags else ''}", [binaries["ingest"], *flags, str(port), directory], port)
+            server = start_server(f"c-ingest-{slug}{flags[0][1:] if flags else ''}", [binaries["ingest"], *flags, str(port), directory], port)
             servers.append(server)
 
             def remove_file(media, directory=directory):
@@ -917,7 +797,7 @@ def publish_path(binaries, rounds, posts):
     runs = []
     for round_index in range(rounds):
         data = tempfile.mkdtemp(prefix="herald-bench-")
-        herald = Server("herald-publish", herald_serve(binaries, data, port := free_port(), log_level="info"), port, ready_path="/readyz")
+        herald = herald_serve(binaries, "herald-publish", data, log_level="info", ready_path="/readyz")
         try:
             log(f"publish path, round {round_index + 1}/{rounds}: uploading {posts * PUBLISH_MEDIA_PER_POST} media (not timed)")
             media = upload_small(herald, posts * PUBLISH_MEDIA_PER_POST)

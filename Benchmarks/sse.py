@@ -6,14 +6,11 @@
 Loopback only; the streams and the rounds are bounded in count and time. 100 streams follow `GET /v1/events`, 900
 one scheduled job's `GET /v1/jobs/{id}/events`; `--max-streams` and the connection limits are raised for it.
 """
-import json, os, selectors, signal, socket, subprocess, sys, tempfile, time, urllib.request
+import json, os, selectors, socket, sys, tempfile, time, urllib.request
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+from herald_support import Herald, create_key  # noqa: E402
 BIN = sys.argv[1] if len(sys.argv) > 1 else ".build-release/release/herald"
 PNG = bytes([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0x0D, 0x49, 0x48, 0x44, 0x52]) + bytes(100)
-TICKS = os.sysconf("SC_CLK_TCK")
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
 def http(method, url, body=None, ctype=None, key=None):
     r = urllib.request.Request(url, data=body, method=method)
@@ -22,27 +19,17 @@ def http(method, url, body=None, ctype=None, key=None):
     with urllib.request.urlopen(r, timeout=30) as resp:
         return json.loads(resp.read() or b"{}")
 
-def rss(pid):
-    return next(int(l.split()[1]) for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS:"))
-
-def cpu(pid):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / TICKS
-
 data = tempfile.mkdtemp(prefix="sse-")
-key = subprocess.run([BIN, "keys", "create", "--name", "s", "--scope", "admin", "--data-dir", data], capture_output=True, text=True, check=True).stdout.split("\n")[0]
-port = free_port()
-p = subprocess.Popen([BIN, "serve", "--port", str(port), "--data-dir", data, "--log-level", "warning", "--rate-limit", "0",
-                      "--max-streams", "2000", "--max-connections", "3000", "--max-connections-per-ip", "3000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+key = create_key(BIN, data, "s")
+herald = Herald(BIN, data, "--log-level", "warning", "--rate-limit", "0", "--max-streams", "2000", "--max-connections", "3000",
+                "--max-connections-per-ip", "3000").start("/healthz")
+port = herald.port
 base = f"http://127.0.0.1:{port}"
-for _ in range(200):
-    try: urllib.request.urlopen(base + "/healthz", timeout=1); break
-    except Exception: time.sleep(0.05)
 socks = []
 try:
     job = http("POST", base + "/v1/posts", json.dumps({"text": "idle", "scheduled_at": "2099-01-01T00:00:00Z"}).encode(), "application/json", key)["job"]["id"]
     time.sleep(0.5)
-    rss0, cpu0 = rss(p.pid), cpu(p.pid)
+    rss0, cpu0 = herald.rss_kib(), herald.cpu_seconds()
     sel = selectors.DefaultSelector()
     N = 1000
     for i in range(N):
@@ -58,9 +45,9 @@ try:
             if k.fileobj.recv(65536): got.add(k.data)
     print(f"{len(got)} of {N} streams opened and got their first bytes")
     time.sleep(1)
-    rss1, cpu1 = rss(p.pid), cpu(p.pid)
+    rss1, cpu1 = herald.rss_kib(), herald.cpu_seconds()
     time.sleep(10)
-    rss2, cpu2 = rss(p.pid), cpu(p.pid)
+    rss2, cpu2 = herald.rss_kib(), herald.cpu_seconds()
     print(f"RSS before {rss0/1024:.1f} MiB, with {N} streams {rss1/1024:.1f} MiB (+{(rss1-rss0)/1024:.1f} MiB, {(rss1-rss0)/N:.1f} KiB a stream); "
           f"CPU over 10 idle seconds: {cpu2-cpu1:.2f} s ({(cpu2-cpu1)/10*100:.1f}%)")
     # Fan-out: a change of a job of this tenant reaches each of the 100 /v1/events streams.
@@ -91,6 +78,4 @@ try:
 finally:
     for s in socks:
         s.close()
-    p.send_signal(signal.SIGTERM)
-    try: p.wait(timeout=30)
-    except subprocess.TimeoutExpired: p.kill()
+    herald.stop()

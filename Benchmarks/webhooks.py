@@ -18,10 +18,14 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+from herald_support import Herald, create_key  # noqa: E402
 
 NGINX_PORT, HERALD_PORT = 18901, 18902
 
@@ -56,24 +60,11 @@ def call(method, path, key, body=None):
 
 
 def start_herald(binary, data):
-    process = subprocess.Popen([binary, "serve", "--port", str(HERALD_PORT), "--data-dir", data, "--log-level", "warning",
-                                "--rate-limit", "0", "--webhook-allow-private"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{HERALD_PORT}/readyz", timeout=1)
-            return process
-        except Exception:
-            time.sleep(0.1)
-    raise SystemExit("herald did not start")
-
-
-def stop(process):
-    process.send_signal(signal.SIGTERM)
+    herald = Herald(binary, data, "--log-level", "warning", "--rate-limit", "0", "--webhook-allow-private", port=HERALD_PORT)
     try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        return herald.start("/readyz")
+    except RuntimeError:
+        raise SystemExit("herald did not start")
 
 
 def received(log, path, count, timeout):
@@ -108,13 +99,12 @@ def main():
         print(f"receiver alone (wrk -t1 -c16, 3 s): {capacity} requests/s")
 
         data = os.path.join(work, "data")
-        key = subprocess.run([args.herald, "keys", "create", "--name", "bench", "--scope", "admin", "--data-dir", data],
-                             capture_output=True, text=True, check=True, timeout=60).stdout.split("\n", 1)[0]
+        key = create_key(args.herald, data, "bench")
         herald = start_herald(args.herald, data)
         hook = call("POST", "/v1/webhooks", key, {"url": f"http://127.0.0.1:{NGINX_PORT}/backlog"})
         call("POST", "/v1/posts", key, {"text": "seed"})
         received(log, "/backlog", 1, 30)
-        stop(herald)
+        herald.stop()
 
         # The backlog: N more deliveries of the seed's event, due now.
         database = sqlite3.connect(os.path.join(data, "herald.sqlite"))
@@ -142,7 +132,7 @@ def main():
         times = received(log, "/live", args.posts, 120)
         print(f"live: {len(times)} of {args.posts} jobs ended and delivered, {rate(times):.0f} deliveries/s at the receiver, "
               f"the last {times[-1] - resumed:.1f} s after the queue resumed")
-        stop(herald)
+        herald.stop()
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait(timeout=10)

@@ -48,9 +48,7 @@ import re
 import resource
 import selectors
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -59,6 +57,10 @@ import http.client
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import herald_support  # noqa: E402
+from herald_support import Herald, get_status  # noqa: E402
+
 PROBE_HOST = "127.0.0.1"
 SOURCES = [f"127.0.0.{i}" for i in range(2, 10)]          # 8 abusive source addresses
 FLOOD_SOURCES = [f"127.0.0.{i}" for i in range(10, 22)]   # 12 more, for the global flood
@@ -73,18 +75,8 @@ MiB = 1 << 20
 
 # ---------------------------------------------------------------- Herald and /proc
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
-    except (OSError, StopIteration):
-        return 0
+    return herald_support.rss_kib(pid) or 0  # 0 once Herald is gone: the figures stay numbers
 
 
 def socket_inodes(pid):
@@ -130,58 +122,15 @@ def connections(pid, port):
     return held, queued
 
 
-class Herald:
-    def __init__(self, binary, workdir):
-        self.port = free_port()
-        self.data = os.path.join(workdir, "data")
-        self.log_path = os.path.join(workdir, "herald.log")
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [binary, "serve", "--port", str(self.port), "--data-dir", self.data, "--auth", "off",
-             "--log-level", "warning", "--connection-timeout", str(TIMEOUT),
-             "--max-connections", str(MAX_CONNECTIONS), "--max-connections-per-ip", str(PER_IP)],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        self.pid = self.proc.pid
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"herald exited at start ({self.proc.returncode}):\n{self.log_tail()}")
-            if self.get("/healthz")[0] == 200:
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise SystemExit("herald did not answer /healthz within 20 s")
-
-    def get(self, path, timeout=2.0):
-        c = http.client.HTTPConnection(PROBE_HOST, self.port, timeout=timeout)
-        try:
-            c.request("GET", path)
-            r = c.getresponse()
-            return r.status, r.read()
-        except OSError as e:
-            return None, repr(e)
-        finally:
-            c.close()
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def log_tail(self, n=3000):
-        self.log.flush()
-        try:
-            return Path(self.log_path).read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.log.close()
+def start_herald(binary, workdir):
+    """Herald on a new data directory with the limits under test, once /healthz answers; its log in the work dir."""
+    herald = Herald(binary, os.path.join(workdir, "data"), "--auth", "off", "--log-level", "warning",
+                    "--connection-timeout", TIMEOUT, "--max-connections", MAX_CONNECTIONS,
+                    "--max-connections-per-ip", PER_IP, log_path=os.path.join(workdir, "herald.log"))
+    try:
+        return herald.start("/healthz")
+    except RuntimeError as error:
+        raise SystemExit(str(error))
 
 
 class Sampler(threading.Thread):
@@ -576,7 +525,7 @@ def uploads(herald, ab, deadline, full=4, partial=4, size=20 * MiB, partial_byte
             b"Content-Length: %d\r\n\r\n" % size)
     last_send = []
     lock = threading.Lock()
-    staging = Path(herald.data) / "staging"
+    staging = Path(herald.data_dir) / "staging"
     socks = {"full": [], "partial": [], "chunked": [], "unread": [],
              "staged_before": set(os.listdir(staging)) if staging.is_dir() else set()}
     kinds = ["full"] * full + ["partial"] * partial + ["chunked", "unread"]
@@ -633,7 +582,7 @@ def after_uploads(herald, socks, figures):
     for s in socks["partial"] + socks["chunked"]:
         status, _, end = read_answer(s, timeout=0.5)
         stopped.append(str(status) if status else end)
-    staging = Path(herald.data) / "staging"
+    staging = Path(herald.data_dir) / "staging"
     partials, finals = [], []
     deadline = time.monotonic() + 3
     while True:
@@ -706,7 +655,7 @@ def run_scenario(name, fn, herald, sampler, deadline, free_limit):
         growth = rss["peak"] - rss["before"]
         checks.append(("RSS peak within 32 MiB of before while 100 MiB of bodies arrive", growth <= 32, f"+{growth:.1f} MiB"))
     alive = herald.alive()
-    checks.append(("herald alive", alive, "" if alive else f"exit {herald.proc.returncode}"))
+    checks.append(("herald alive", alive, "" if alive else f"exit {herald.process.returncode}"))
     return {
         "name": name, "seconds": round(t1 - t0, 1), **figures,
         "freed_seconds": round(actual, 2) if actual is not None else None,
@@ -744,7 +693,7 @@ def main():
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
 
     workdir = tempfile.mkdtemp(prefix="herald-abuse-")
-    herald = Herald(args.herald, workdir)
+    herald = start_herald(args.herald, workdir)
     ctx = multiprocessing.get_context("fork")
     stop_probe = ctx.Event()
     parent_end, child_end = ctx.Pipe(duplex=False)
@@ -774,10 +723,10 @@ def main():
                 results.append(run_scenario(label, fn, herald, sampler, min(hard_stop - 10, time.monotonic() + 60), free_limit))
             time.sleep(1)
             round_rss.append(rss_kib(herald.pid))
-        final = {path: herald.get(path, timeout=2) for path in ("/healthz", "/v1/posts?limit=5")}
+        final = {path: get_status(herald.port, path) for path in ("/healthz", "/v1/posts?limit=5")}
         end_checks.append(("herald alive and answering at the end",
-                           herald.alive() and all(v[0] == 200 for v in final.values()),
-                           ", ".join(f"{p} {v[0]}" for p, v in final.items())))
+                           herald.alive() and all(status == 200 for status in final.values()),
+                           ", ".join(f"{p} {status}" for p, status in final.items())))
         rss_end = rss_kib(herald.pid)
         end_checks.append(("RSS at the end within 64 MiB of the start", rss_end - rss_start <= 64 * 1024,
                            f"{mib(rss_start)} -> {mib(rss_end)} MiB"))
@@ -790,7 +739,7 @@ def main():
         probe_samples = parent_end.recv() if parent_end.poll(15) else []
         probe.join(timeout=5)
         sampler.done.set()
-        herald_log = herald.log_tail(1_000_000)
+        herald_log = herald.log_text()[-1_000_000:]
         herald.stop()
 
     baseline = probe_figures(probe_samples, *baseline_window, args.probe_limit) if probe_samples else {}
@@ -808,7 +757,7 @@ def main():
     fatal = [l for l in herald_log.splitlines()
              if re.match(r"\S+ (error|critical) ", l) or any(w in l for w in ("Fatal error", "Segmentation fault", "Illegal instruction"))]
     end_checks.append(("no error, critical or fatal line in Herald's log", not fatal, "; ".join(fatal[:3])))
-    end_checks.append(("herald exited 0 on SIGTERM", herald.proc.returncode == 0, f"exit {herald.proc.returncode}"))
+    end_checks.append(("herald exited 0 on SIGTERM", herald.process.returncode == 0, f"exit {herald.process.returncode}"))
     ok = bool(results) and all(r["ok"] for r in results) and all(c[1] for c in end_checks)
     run_seconds = time.monotonic() - started
 

@@ -21,12 +21,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import harness  # noqa: E402
-from harness import HOST, REPO_ROOT, free_port  # noqa: E402
-
-
-def ready(port):
-    return harness.request(port, "GET", "/readyz", timeout=2).status == 200
+import harness  # noqa: E402 (it puts scripts/ on the path, for herald_support)
+from harness import HOST, REPO_ROOT  # noqa: E402
+from herald_support import Herald, create_key  # noqa: E402
 
 
 def main():
@@ -42,21 +39,16 @@ def main():
 
     work = Path(tempfile.mkdtemp(prefix="herald-contract-"))
     data = work / "data"
-    key = subprocess.run([args.herald, "keys", "create", "--data-dir", str(data), "--name", "schemathesis", "--scope", "admin"],
-                         check=True, capture_output=True, text=True).stdout.splitlines()[0]
-    port = free_port()
-    log = open(work / "herald.log", "wb")
+    key = create_key(args.herald, data, "schemathesis")
     # No rate limits (Schemathesis sends thousands of requests with one key); everything else as users run it.
-    server = subprocess.Popen([args.herald, "serve", "--host", HOST, "--port", str(port), "--data-dir", str(data),
-                               "--rate-limit", "0", "--auth-failure-limit", "0", "--log-level", "warning"],
-                              stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    server = Herald(args.herald, data, "--rate-limit", "0", "--auth-failure-limit", "0", "--log-level", "warning",
+                    log_path=work / "herald.log")
     try:
-        deadline = time.monotonic() + 30
-        while not ready(port):
-            if time.monotonic() > deadline or server.poll() is not None:
-                sys.exit(f"herald did not become ready; see {work / 'herald.log'}")
-            time.sleep(0.05)
-
+        server.start(timeout=30)
+    except RuntimeError:
+        sys.exit(f"herald did not become ready; see {work / 'herald.log'}")
+    port = server.port
+    try:
         junit = work / "junit.xml"
         command = ["schemathesis", "--no-color", "--config-file", str(HERE / "schemathesis.toml"), "run",
                    str(REPO_ROOT / "openapi.yaml"), "--url", f"http://{HOST}:{port}",
@@ -70,15 +62,9 @@ def main():
         run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.max_time + 600)
         duration = time.monotonic() - started
         (work / "schemathesis.txt").write_text(run.stdout + run.stderr)
-        alive = server.poll() is None
+        alive = server.alive()
     finally:
-        server.terminate()
-        try:
-            exit_code = server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            exit_code = server.wait()
-        log.close()
+        exit_code = server.stop(timeout=30)
 
     output = run.stdout
     summary = re.search(r"(\d+) generated, (\d+) found (\d+) unique failures?", output)

@@ -5,8 +5,8 @@
                                      [--time-limit S] [--json-out PATH]
                                      [--s3-delay MIN:MAX] [--s3-p503 P] [--s3-pdrop P] [--s3-fault-methods PUT,DELETE]
 
-Each round starts Herald on the same data directory with an S3 store (Reliability/fake_s3.py, in a thread here,
-injecting slow PUTs, 503 SlowDown and dropped connections), drives it from several client threads (raw and
+Each round starts Herald on the same data directory with an S3 store (scripts/herald_support/fake_s3.py, in a thread
+here, injecting slow PUTs, 503 SlowDown and dropped connections), drives it from several client threads (raw and
 multipart media uploads, JSON and multipart posts with and without Idempotency-Key, scheduled posts, cancels,
 re-publishes, status polls, replays of earlier keys), and SIGKILLs it at a moment chosen in turn:
   ingest  - a media body is being sent to Herald;
@@ -38,9 +38,9 @@ import uuid
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402
-from fake_s3 import FakeS3, Faults  # noqa: E402
-from harness import Checks, Herald, Tally, request  # noqa: E402
+import harness  # noqa: E402 (it puts scripts/ on the path, for herald_support)
+from harness import Checks, Tally, request  # noqa: E402
+from herald_support.fake_s3 import FakeS3, Faults  # noqa: E402
 
 MOMENTS = ("ingest", "upload", "commit", "random")
 TYPES = list(harness.MAGIC)
@@ -341,9 +341,8 @@ class Driver:
     # -- rounds -----------------------------------------------------------------------------------
 
     def start_herald(self, extra=()):
-        herald = Herald(self.args.herald, self.data_dir, self.fake.store_url, extra_args=[*HERALD_ARGS, *extra],
-                        log_path=os.path.join(self.work_dir, "herald.log"))
-        return herald.start()
+        return harness.start_herald(self.args.herald, self.data_dir, self.fake.store_url, extra_args=[*HERALD_ARGS, *extra],
+                                    log_path=os.path.join(self.work_dir, "herald.log"))
 
     def crash_round(self, number, moment, rng):
         started = time.monotonic()

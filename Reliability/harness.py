@@ -1,5 +1,5 @@
-"""Shared code of the reliability drivers: starting Herald, HTTP with http.client, media bytes, SQLite and the
-invariants every driver checks at the end.
+"""Shared code of the reliability drivers: Herald as they run it, HTTP with http.client, media bytes, SQLite and
+the invariants every driver checks at the end. Starting processes and the S3 fake: scripts/herald_support.
 
 Everything is loopback-only, and every wait is bounded in count and time.
 """
@@ -8,10 +8,10 @@ import http.client
 import json
 import os
 import random
-import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -20,8 +20,11 @@ from collections import Counter
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+from herald_support import HOST, Herald  # noqa: E402
+from herald_support.fake_s3 import CREDENTIALS  # noqa: E402
+
 DEFAULT_HERALD = REPO_ROOT / ".build-release" / "release" / "herald"
-HOST = "127.0.0.1"
 
 # -- media ---------------------------------------------------------------------------------------
 
@@ -167,108 +170,12 @@ def json_request(port, method, path, value=None, headers=None, timeout=15.0):
     return request(port, method, path, body=body, headers=all_headers, timeout=timeout)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
 # -- Herald --------------------------------------------------------------------------------------
 
-class Herald:
-    """One `herald serve` process on a port of our choosing, logging to a file."""
-
-    def __init__(self, binary, data_dir, store, extra_args=(), log_path=None, log_level="warning"):
-        self.binary = str(binary)
-        self.data_dir = str(data_dir)
-        self.store = store
-        self.extra_args = list(extra_args)
-        self.log_path = log_path
-        self.log_level = log_level
-        self.process = None
-        self.port = None
-        self._log = None
-
-    def start(self, ready_timeout=20.0):
-        """Starts Herald and waits for /readyz 200; raises RuntimeError (with the log's tail) if it does not come up."""
-        for _ in range(3):  # a port taken between free_port() and the bind: try another
-            self.port = free_port()
-            args = [self.binary, "serve", "--host", HOST, "--port", str(self.port), "--auth", "off",
-                    "--data-dir", self.data_dir, "--store", self.store, "--log-level", self.log_level,
-                    *self.extra_args]
-            env = dict(os.environ, AWS_ACCESS_KEY_ID="fake", AWS_SECRET_ACCESS_KEY="fake")
-            self._log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-            self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, env=env)
-            if self.wait_ready(ready_timeout):
-                return self
-            self.kill()
-        raise RuntimeError(f"herald did not become ready: {self.log_tail()}")
-
-    def wait_ready(self, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            if request(self.port, "GET", "/readyz", timeout=2).status == 200:
-                return True
-            time.sleep(0.02)
-        return False
-
-    @property
-    def pid(self):
-        return self.process.pid
-
-    def alive(self):
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self):
-        """SIGKILL, then reap; returns the exit status."""
-        if self.alive():
-            self.process.send_signal(signal.SIGKILL)
-        return self.wait(10)
-
-    def terminate(self):
-        self.process.send_signal(signal.SIGTERM)
-
-    def wait(self, timeout):
-        """The exit status, or None if still running after `timeout` seconds."""
-        try:
-            code = self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        if self._log not in (None, subprocess.DEVNULL):
-            self._log.close()
-            self._log = None
-        return code
-
-    def stop(self, timeout=30.0):
-        """SIGTERM, wait; SIGKILL if it does not exit in time. Returns the exit status."""
-        if not self.alive():
-            return self.wait(1)
-        self.terminate()
-        code = self.wait(timeout)
-        return code if code is not None else self.kill()
-
-    def rss_kib(self):
-        return rss_kib(self.pid)
-
-    def log_tail(self, lines=20):
-        if not self.log_path or not os.path.exists(self.log_path):
-            return ""
-        with open(self.log_path, "rb") as f:
-            return b"\n".join(f.read().splitlines()[-lines:]).decode(errors="replace")
-
-
-def rss_kib(pid):
-    """Resident set size of `pid` in KiB, None if unreadable."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
+def start_herald(binary, data_dir, store, extra_args=(), log_path=None):
+    """`herald serve` as the drivers run it (no auth, warnings only, one log across restarts), once /readyz is 200."""
+    return Herald(binary, data_dir, "--auth", "off", "--store", store, "--log-level", "warning", *extra_args,
+                  log_path=log_path, append_log=True, env=CREDENTIALS).start()
 
 
 def wait_idle_queue(port, timeout, poll=0.25):
@@ -524,7 +431,7 @@ def check_stored_state(checks, data_dir, objects, require_no_active=True, explai
 
 def run_herald_check(binary, data_dir, store, timeout=60):
     """`herald check`: Herald's own consistency check of the database, staging and the store. (exit code, output)."""
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="fake", AWS_SECRET_ACCESS_KEY="fake")
+    env = dict(os.environ, **CREDENTIALS)
     try:
         done = subprocess.run([str(binary), "check", "--data-dir", str(data_dir), "--store", store],
                               capture_output=True, text=True, timeout=timeout, env=env)

@@ -21,9 +21,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402
-from fake_s3 import FakeS3, Faults  # noqa: E402
-from harness import Herald, json_request, request  # noqa: E402
+import harness  # noqa: E402 (it puts scripts/ on the path, for herald_support)
+from harness import json_request, request, start_herald  # noqa: E402
+from herald_support.fake_s3 import FakeS3, Faults  # noqa: E402
 
 
 def upload(port, content_type="image/png", size=4000):
@@ -85,7 +85,7 @@ def race(binary, work):
     # Every PUT body is read over 2 s: small bodies sit whole in the socket buffers meanwhile.
     fake = FakeS3(os.path.join(work, "s3"), faults=Faults(delay=(2.0, 2.0), p_delay=1.0)).start()
     data = os.path.join(work, "data")
-    herald = Herald(binary, data, fake.store_url, log_path=os.path.join(work, "herald.log")).start()
+    herald = start_herald(binary, data, fake.store_url, log_path=os.path.join(work, "herald.log"))
     try:
         post_id, job_id = post(herald.port, [upload(herald.port)])
         assert fake.wait_put_in_flight(10), "no PUT started"
@@ -107,7 +107,7 @@ def requeued(binary, work):
     fake = FakeS3(os.path.join(work, "s3"), faults=Faults(delay=(1.5, 1.5), p_delay=1.0)).start()
     data = os.path.join(work, "data")
     args = ["--workers", "1", "--upload-concurrency", "1"]
-    herald = Herald(binary, data, fake.store_url, extra_args=args, log_path=os.path.join(work, "herald.log")).start()
+    herald = start_herald(binary, data, fake.store_url, extra_args=args, log_path=os.path.join(work, "herald.log"))
     try:
         post_a, job_a = post(herald.port, [upload(herald.port, size=3000), upload(herald.port, size=3001)])
         blocker = [upload(herald.port, size=3002)]
@@ -117,7 +117,7 @@ def requeued(binary, work):
         post(herald.port, blocker, priority="high")  # queued behind A now; claimed first after a restart
         herald.kill()
         print(f"requeued: killed with A's first object stored ({sorted(fake.objects())})")
-        herald = Herald(binary, data, fake.store_url, extra_args=args, log_path=os.path.join(work, "herald.log")).start()
+        herald = start_herald(binary, data, fake.store_url, extra_args=args, log_path=os.path.join(work, "herald.log"))
         before = request(herald.port, "GET", f"/v1/jobs/{job_a}").json
         cancel = request(herald.port, "POST", f"/v1/jobs/{job_a}/cancel")
         job = wait_job(herald.port, job_a, {"cancelled", "succeeded", "failed"})
@@ -134,8 +134,8 @@ def delete_fault(binary, work):
     # cleaner's first try has failed as well (the immediate one failed long before).
     fake = FakeS3(os.path.join(work, "s3"), faults=Faults(delay=(1.5, 1.5), p_delay=1.0)).start()
     data = os.path.join(work, "data")
-    herald = Herald(binary, data, fake.store_url, extra_args=["--upload-concurrency", "1"],
-                    log_path=os.path.join(work, "herald.log")).start()
+    herald = start_herald(binary, data, fake.store_url, extra_args=["--upload-concurrency", "1"],
+                          log_path=os.path.join(work, "herald.log"))
     try:
         first = upload(herald.port, size=3000)
         post_id, job_id = post(herald.port, [first, upload(herald.port, size=3001)])

@@ -5,9 +5,10 @@
                                    [--herald PATH] [--work-dir D] [--keep] [--time-limit S] [--json-out PATH]
                                    [--s3-delay MIN:MAX] [--s3-p503 P]
 
-Herald runs with an S3 store (Reliability/fake_s3.py, in a thread here) whose PUTs are slow, so jobs are running when
-the signal comes. Client threads upload media (some slowly, so bodies are in flight), create posts, and poll jobs
-(plain and long-polls); once jobs run and requests are in flight, Herald gets SIGTERM while the clients carry on.
+Herald runs with an S3 store (scripts/herald_support/fake_s3.py, in a thread here) whose PUTs are slow, so jobs are
+running when the signal comes. Client threads upload media (some slowly, so bodies are in flight), create posts, and
+poll jobs (plain and long-polls); once jobs run and requests are in flight, Herald gets SIGTERM while the clients
+carry on.
 
 Checks:
   * every request under way at the signal (started before it, not yet answered) gets a complete answer: a 2xx, or
@@ -35,9 +36,9 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402
-from fake_s3 import FakeS3, Faults  # noqa: E402
-from harness import Checks, Herald, Tally, request  # noqa: E402
+import harness  # noqa: E402 (it puts scripts/ on the path, for herald_support)
+from harness import Checks, Tally, request  # noqa: E402
+from herald_support.fake_s3 import FakeS3, Faults  # noqa: E402
 
 TYPES = list(harness.MAGIC)
 
@@ -174,7 +175,7 @@ def run(args, work_dir):
     herald_args = ["--shutdown-grace", str(args.grace), "--workers", "4", "--upload-concurrency", "2",
                    "--upload-attempts", "3", "--min-free-disk", "0"]
     try:
-        herald = Herald(args.herald, data_dir, fake.store_url, extra_args=herald_args, log_path=log_path).start()
+        herald = harness.start_herald(args.herald, data_dir, fake.store_url, extra_args=herald_args, log_path=log_path)
     except Exception:
         fake.stop()
         raise
@@ -265,7 +266,7 @@ def run(args, work_dir):
 
         # The next start: everything accepted is there and every job gets done.
         fake.set_faults(Faults(delay=(0.0, 0.05), p_slowdown=args.s3_p503))
-        herald = Herald(args.herald, data_dir, fake.store_url, extra_args=herald_args, log_path=log_path).start()
+        herald = harness.start_herald(args.herald, data_dir, fake.store_url, extra_args=herald_args, log_path=log_path)
         idle = harness.wait_idle_queue(herald.port, timeout=max(10.0, min(120.0, deadline - time.monotonic())))
         checks.add("jobs_finish_after_restart", idle, [] if idle else ["the queue still had work when the wait ended"])
         cleanup_seconds = harness.wait_cleanup_settled(checks, data_dir, timeout=60)

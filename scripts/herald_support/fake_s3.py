@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""A small S3-compatible fake for the reliability drivers: path-style, no signature checks, faults on demand.
+"""A small S3-compatible fake for the reliability drivers and the benchmarks: path-style, no signature checks,
+faults on demand.
 
 It answers what Herald's `S3MediaStore` sends (HeadBucket, PutObject with a Content-Length body, HeadObject,
 DeleteObject) and GetObject, on 127.0.0.1. Objects live in a directory on disk (`ROOT/BUCKET/KEY`), written to a
 temporary file and renamed into place only once the whole body has arrived: a PUT cut short stores nothing, as
-with S3. They therefore survive a restart of the fake and can be listed at the end of a run.
+with S3. They therefore survive a restart of the fake and can be listed at the end of a run. With no root, bodies
+are read, counted and dropped (the benchmarks send a gigabyte through it).
+
+For the benchmarks, timing: `latency` holds each PUT's answer until that many seconds after its head arrived, and
+`hang` never answers a PUT, but waits for its client to close; `puts`, `received` and `closed` record when.
 
 Faults, drawn from one seeded `random.Random` (the draws are seeded; their order follows thread timing):
   * delay: a PUT's body is read slowly, spread over a time drawn from `delay` (min, max) seconds;
@@ -13,7 +18,7 @@ Faults, drawn from one seeded `random.Random` (the draws are seeded; their order
 Faults apply to the methods in `fault_methods` (PUT by default). Every injected fault is counted (``counts()``).
 
 Used in process (``FakeS3(...).start()``, a thread of the driver) or on its own:
-    python3 Reliability/fake_s3.py --root DIR [--port N] [--delay 0.1:1] [--p503 0.1] [--pdrop 0.05] [--seed 1]
+    python3 scripts/herald_support/fake_s3.py --root DIR [--port N] [--delay 0.1:1] [--p503 0.1] [--pdrop 0.05] [--seed 1]
 which prints `PORT <n>` and serves until SIGTERM/SIGINT, then prints its counts as JSON.
 """
 import argparse
@@ -34,6 +39,9 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
+# Herald's S3 credentials for a fake: any will do, it checks no signature.
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "fake", "AWS_SECRET_ACCESS_KEY": "fake"}
+
 
 @dataclass
 class Faults:
@@ -53,11 +61,17 @@ def _error_xml(code, message, resource=""):
 class FakeS3:
     """The fake: start it, point Herald's `--store` at ``store_url``, read ``counts()`` and ``objects()``."""
 
-    def __init__(self, root, bucket="herald", port=0, faults=None, seed=0, region="us-east-1"):
-        self.root = os.path.abspath(root)
+    def __init__(self, root, bucket="herald", port=0, faults=None, seed=0, region="us-east-1", latency=0.0, hang=False):
+        self.root = os.path.abspath(root) if root else None
         self.bucket = bucket
         self.region = region
         self.faults = faults or Faults()
+        self.latency = latency
+        self.hang = hang
+        self.bytes_received = 0        # PUT body bytes, as they arrive
+        self.puts = []                 # answered PUTs: (key, head arrived, answered), monotonic
+        self.received = {}             # hang: key -> when its whole body had arrived
+        self.closed = {}               # hang: key -> when its client closed the connection
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -73,8 +87,9 @@ class FakeS3:
         self._thread = None
         # Called as on_put_complete(key) once a complete PUT has been answered (from the handler's thread).
         self.on_put_complete = None
-        os.makedirs(os.path.join(self.root, bucket), exist_ok=True)
-        os.makedirs(os.path.join(self.root, ".tmp"), exist_ok=True)
+        if self.root:
+            os.makedirs(os.path.join(self.root, bucket), exist_ok=True)
+            os.makedirs(os.path.join(self.root, ".tmp"), exist_ok=True)
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -155,10 +170,22 @@ class FakeS3:
                 self._changed.wait(remaining)
             return True
 
+    def wait(self, predicate, timeout=60):
+        """Waits until `predicate(fake)` holds (read under the fake's lock); RuntimeError if not within `timeout` s."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: predicate(self), timeout=timeout):
+                raise RuntimeError("the fake S3 server did not see what was expected in time")
+
+    def clear_puts(self):
+        with self._lock:
+            self.puts.clear()
+
     def objects(self):
-        """Every stored object: key -> {"size", "sha256"}."""
-        base = os.path.join(self.root, self.bucket)
+        """Every stored object: key -> {"size", "sha256"} (none without a root)."""
         found = {}
+        if not self.root:
+            return found
+        base = os.path.join(self.root, self.bucket)
         for directory, _, files in os.walk(base):
             for name in files:
                 path = os.path.join(directory, name)
@@ -194,6 +221,12 @@ class FakeS3:
             requests = self._counts["requests"]
             requests[operation] = requests.get(operation, 0) + 1
 
+    def _note(self, record, key, when):
+        """Records a time in `received` or `closed` and wakes wait()."""
+        with self._changed:
+            record[key] = when
+            self._changed.notify_all()
+
     def _put_started(self):
         with self._changed:
             self._in_flight += 1
@@ -221,16 +254,20 @@ class FakeS3:
             return None, None
 
     def _object_path(self, key):
+        """Where `key` is kept: None for a key S3 would refuse, "" when bodies are not kept (no root)."""
         parts = key.split("/")
         if not key or any(part in ("", ".", "..") for part in parts):
             return None
-        return os.path.join(self.root, self.bucket, *parts)
+        return os.path.join(self.root, self.bucket, *parts) if self.root else ""
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 128
+    # socketserver listens with a backlog of 5: of 8 uploads connecting at once, some SYNs were dropped and retried a
+    # second later, so their PUTs went out on the first connections freed (a benchmark job of 8 at
+    # --upload-concurrency 8 took two latencies instead of one, in about one round in three).
+    request_queue_size = 1024
 
     def handle_error(self, request, client_address):
         pass  # a client that went away mid-request is part of the game
@@ -301,6 +338,28 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         raise _Reset()
 
+    def _read_into(self, out, md5, length, delay):
+        """Reads `length` body bytes (spread over `delay` seconds) into `out` and `md5`, if given: how many arrived.
+        A megabyte at a time: the benchmarks send a gigabyte."""
+        pieces = max(1, min(16, length // 1024)) if delay else 1
+        piece = max(1, -(-length // pieces))
+        received = 0
+        while received < length:
+            if delay:
+                time.sleep(delay / pieces)
+            end = min(received + piece, length)
+            while received < end:
+                chunk = self.rfile.read(min(end - received, 1 << 20))
+                if not chunk:
+                    return received
+                with self.fake._lock:
+                    self.fake.bytes_received += len(chunk)
+                if out is not None:
+                    out.write(chunk)
+                    md5.update(chunk)
+                received += len(chunk)
+        return received
+
     def _read_exactly(self, count):
         """Reads `count` body bytes (less only if the client went away)."""
         chunks, remaining = [], count
@@ -308,6 +367,8 @@ class _Handler(BaseHTTPRequestHandler):
             chunk = self.rfile.read(min(remaining, 64 << 10))
             if not chunk:
                 break
+            with self.fake._lock:
+                self.fake.bytes_received += len(chunk)
             chunks.append(chunk)
             remaining -= len(chunk)
         return b"".join(chunks)
@@ -322,7 +383,7 @@ class _Handler(BaseHTTPRequestHandler):
         if key is None:
             return self._answer(200, headers=[("x-amz-bucket-region", self.fake.region)])
         path = self.fake._object_path(key)
-        if path is None or not os.path.isfile(path):
+        if not path or not os.path.isfile(path):
             return self._answer(404)
         self._answer_object_head(path)
 
@@ -347,7 +408,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._answer(404 if bucket != self.fake.bucket else 501,
                                 _error_xml("NoSuchBucket" if bucket != self.fake.bucket else "NotImplemented", "not here"))
         path = self.fake._object_path(key)
-        if path is None or not os.path.isfile(path):
+        if not path or not os.path.isfile(path):
             return self._answer(404, _error_xml("NoSuchKey", "The specified key does not exist.", key))
         self._answer_object_head(path, with_body=True)
 
@@ -367,7 +428,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reset()
         path = self.fake._object_path(key)
         existed = False
-        if path is not None:
+        if path:
             try:
                 os.unlink(path)
                 existed = True
@@ -377,15 +438,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(204)  # S3 answers 204 whether or not the key existed
 
     def do_PUT(self):
+        started = time.monotonic()
         bucket, key = self._target()
         self.fake._count_request("PutObject")
         self.fake._put_started()
         try:
-            self._put(bucket, key)
+            self._put(bucket, key, started)
         finally:
             self.fake._put_ended()
 
-    def _put(self, bucket, key):
+    def _put(self, bucket, key, started):
         fake = self.fake
         length = self.headers.get("Content-Length")
         if bucket != fake.bucket or key is None or fake._object_path(key) is None:
@@ -423,15 +485,20 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with fake._lock:
                 fake._put_ends.pop(id(self), None)
-        if stored:
+        if stored and fake.hang:
+            self._hang(key)
+        elif stored:
             fake._count("puts_completed")
+            time.sleep(max(0.0, fake.latency - (time.monotonic() - started)))
             if self._peer_closed():
                 # The whole body had arrived, so the object stands, as on S3; but the client gave up on the answer.
                 fake._count("puts_stored_after_client_left")
                 fake._record("PUT", key, "stored after the client closed the connection")
             else:
                 fake._record("PUT", key, "stored")
-            self._answer(200, headers=[("ETag", f'"{self._etag}"')])
+            self._answer(200, headers=[("ETag", f'"{self._etag}"')] if self._etag else [])
+            with fake._lock:
+                fake.puts.append((key, started, time.monotonic()))
             hook = fake.on_put_complete
             if hook is not None:
                 hook(key)
@@ -439,6 +506,18 @@ class _Handler(BaseHTTPRequestHandler):
             fake._count("puts_partial")
             fake._record("PUT", key, "partial: not stored")
             self.close_connection = True
+
+    def _hang(self, key):
+        """Never answers: waits (at most 120 s) for the client to close the connection, and records when."""
+        self.fake._note(self.fake.received, key, time.monotonic())
+        self.connection.settimeout(120)
+        try:
+            while self.connection.recv(1 << 16):
+                pass
+        except OSError:
+            pass
+        self.fake._note(self.fake.closed, key, time.monotonic())
+        self.close_connection = True
 
     def _peer_closed(self):
         """Whether the client has closed its side (EOF pending). select() first: the socket is in timeout mode, where
@@ -450,23 +529,17 @@ class _Handler(BaseHTTPRequestHandler):
             return True
 
     def _store(self, key, length, delay):
-        """Reads the body (spread over `delay` seconds) into a temporary file; renames it into place if complete."""
+        """Reads the body (spread over `delay` seconds) into a temporary file; renames it into place if complete.
+        Without a root, the body is read and dropped."""
         fake = self.fake
-        pieces = max(1, min(16, length // 1024)) if delay else 1
-        piece = max(1, -(-length // pieces))
-        md5, received = hashlib.md5(), 0
+        if not fake.root:
+            self._etag = ""
+            return self._read_into(None, None, length, delay) == length
+        md5 = hashlib.md5()
         handle, temporary = tempfile.mkstemp(dir=os.path.join(fake.root, ".tmp"))
         try:
             with os.fdopen(handle, "wb") as out:
-                while received < length:
-                    if delay:
-                        time.sleep(delay / pieces)
-                    chunk = self._read_exactly(min(piece, length - received))
-                    if not chunk:
-                        break
-                    out.write(chunk)
-                    md5.update(chunk)
-                    received += len(chunk)
+                received = self._read_into(out, md5, length, delay)
             if received < length:
                 return False  # the client went away: a partial body is not an object
             path = fake._object_path(key)
