@@ -67,6 +67,11 @@ private func blockingExchange(port: Int, _ bytes: [UInt8]) throws -> String {
     let fd = try connectedSocket(port: port)
     defer { close(fd) }
     _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    return readToEnd(fd)
+}
+
+/// What the server sends on `fd` until it closes (or a read times out), as text.
+private func readToEnd(_ fd: Int32) -> String {
     var received: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
@@ -118,6 +123,10 @@ func slowRawRead(port: Int, _ text: String, progress: @escaping @Sendable (Int) 
     try await onThread {
         let fd = try connectedSocket(port: port, receiveBuffer: 32 << 10)
         defer { close(fd) }
+        // Not 5 s: on two cores shared with the suites beside it (and an exit test's 64 MiB upload) the producer's
+        // task can wait longer than that for a thread; the test is about order and memory, not speed.
+        var timeout = timeval(tv_sec: 60, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = Array(text.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var received: [UInt8] = []
         var bodyStart: Int?
@@ -193,14 +202,7 @@ func rawUpload(port: Int, head: String, block: [UInt8], count: Int) async throws
                 }
             }
         }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = recv(fd, &buffer, buffer.count, 0)
-            if n <= 0 { break }
-            received.append(contentsOf: buffer[0..<n])
-        }
-        return String(decoding: received, as: UTF8.self)
+        return readToEnd(fd)
     }
 }
 
