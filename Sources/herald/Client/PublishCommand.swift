@@ -38,8 +38,9 @@ struct Publish: AsyncParsableCommand {
                 let mediaIDs = try await Self.upload(files, api: api, display: display, session: session)
                 let created = try await Self.createPost(
                     api: api, text: text, mediaIDs: mediaIDs, scheduledAt: schedule, priority: priority, session: session)
-                display.created(created)
+                // Before the line that says so: a Ctrl-C once "created post" shows must find the job to cancel.
                 await session.follow(jobID: created.value.job.id.rawValue)
+                display.created(created)
                 if detach {
                     display.end()
                     return ExitStatus.succeeded
