@@ -33,6 +33,9 @@ struct LifecycleTests {
         try await withHerald { base, _, application in
             let (_, media) = try await publishedPost(base)
             let directory = application.configuration.dataDirectory
+            // The job's end is announced at its commit; the runner removes the staged files right after, then frees its
+            // worker (a test that looked at once saw them, under load): bounded, no event says it from outside.
+            for _ in 0..<500 where await application.runner.status().running > 0 { try await Task.sleep(for: .milliseconds(10)) }
             // The staged files went once the post was committed; the objects hold the only copy.
             #expect(files(in: directory + "/staging") == [])
             #expect(files(in: directory + "/objects/media") == media.map { "\($0).png" }.sorted())
