@@ -31,17 +31,19 @@ public struct RunnerConfiguration: Sendable {
     /// lock (a crashed run's jobs then resume at once instead of after their lease).
     public var reclaimRunningAtStart: Bool
 
+    /// What `herald serve`'s options set has no default here (their defaults are `HeraldConfiguration`'s); the rest
+    /// has no option.
     public init(
-        workers: Int = 8,
-        uploadConcurrency: Int = 4,
-        uploadAttempts: Int = 3,
-        uploadTimeout: Duration = .seconds(60),
-        shutdownGrace: Duration = .seconds(20),
+        workers: Int,
+        uploadConcurrency: Int,
+        uploadAttempts: Int,
+        uploadTimeout: Duration,
+        shutdownGrace: Duration,
         lease: Duration = .seconds(30),
         heartbeat: Duration = .seconds(10),
         reclaimInterval: Duration = .seconds(10),
         retryBaseDelay: Duration = .milliseconds(200),
-        dataDirectory: String = "./data",
+        dataDirectory: String,
         reclaimRunningAtStart: Bool = false
     ) {
         self.workers = workers

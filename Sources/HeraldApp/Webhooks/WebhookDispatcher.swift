@@ -29,9 +29,10 @@ public struct WebhookConfiguration: Sendable {
     /// TLS for https endpoints; nil: async-http-client's default (the system's trust roots, full verification).
     public var tls: TLSConfiguration?
 
+    /// What `herald serve`'s options set has no default here (their defaults are `HeraldConfiguration`'s).
     public init(
-        timeout: Duration = .seconds(10), attempts: Int = 8, allowPrivate: Bool = false, retryBase: Duration = .seconds(5),
-        concurrency: Int = 16, shutdownGrace: Duration = .seconds(20), tls: TLSConfiguration? = nil
+        timeout: Duration, attempts: Int, allowPrivate: Bool, retryBase: Duration, concurrency: Int = 16, shutdownGrace: Duration,
+        tls: TLSConfiguration? = nil
     ) {
         self.timeout = timeout
         self.attempts = attempts
