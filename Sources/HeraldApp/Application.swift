@@ -113,7 +113,7 @@ public struct Application: Sendable {
             webhooks: WebhookRepository(storage), changes: storage.changes,
             configuration: WebhookConfiguration(
                 timeout: .seconds(configuration.webhookTimeout), attempts: configuration.webhookAttempts,
-                allowPrivate: configuration.webhookAllowPrivate, retryBase: configuration.webhookRetryBase,
+                allowPrivate: configuration.webhookAllowPrivate, retry: .webhookDeliveries(base: configuration.webhookRetryBase),
                 shutdownGrace: .seconds(configuration.shutdownGrace), tls: configuration.webhookTLS),
             resolver: configuration.webhookResolver, version: HeraldConfiguration.version, logger: logger)
         WebhookRoutes(

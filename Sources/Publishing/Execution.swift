@@ -134,7 +134,7 @@ struct Execution: Sendable {
                     metadata: ["job_id": "\(job.jobID)", "media_id": "\(media.mediaID)", "attempt": "\(attempts)", "error": "\(error)"]
                 )
                 jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .pending, attempts: attempts, error: error.message)
-                try await Task.sleep(for: backoff(try: tries))
+                try await Task.sleep(for: configuration.uploadRetry.delay(after: tries))
             } catch let error as MediaStoreError {
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "failed")]).increment()
                 let code: JobErrorCode = error.errorCode == .stagedFileMissing ? .mediaMissing : .uploadFailed
@@ -142,12 +142,6 @@ struct Execution: Sendable {
                 throw UploadFailure(mediaID: media.mediaID, code: code, message: error.message)
             }
         }
-    }
-
-    /// `base * 2^(try-1)`, with up to 50 % jitter so that retries of many uploads spread out.
-    private func backoff(try number: Int) -> Duration {
-        let base = configuration.retryBaseDelay * (1 << min(number - 1, 10))
-        return base + base * Double.random(in: 0..<0.5)
     }
 
     /// Writes the job's end: committed, failed (objects deleted), cancelled (objects deleted) or re-queued.

@@ -1,4 +1,4 @@
-import HeraldCore
+public import HeraldCore
 public import HeraldStorage
 public import Logging
 import Metrics
@@ -23,8 +23,8 @@ public struct RunnerConfiguration: Sendable {
     public var heartbeat: Duration
     /// How often expired leases are looked for while idle.
     public var reclaimInterval: Duration
-    /// First retry delay; doubled per attempt, with jitter.
-    public var retryBaseDelay: Duration
+    /// How long an upload waits before it is tried again after a transient failure.
+    public var uploadRetry: RetryStrategy
     /// Staged paths in the database are relative to this.
     public var dataDirectory: String
     /// Re-queue every running job at start, lease or not: only for the one process that holds the data directory's
@@ -42,7 +42,7 @@ public struct RunnerConfiguration: Sendable {
         lease: Duration = .seconds(30),
         heartbeat: Duration = .seconds(10),
         reclaimInterval: Duration = .seconds(10),
-        retryBaseDelay: Duration = .milliseconds(200),
+        uploadRetry: RetryStrategy = .uploads(),
         dataDirectory: String,
         reclaimRunningAtStart: Bool = false
     ) {
@@ -54,7 +54,7 @@ public struct RunnerConfiguration: Sendable {
         self.lease = lease
         self.heartbeat = heartbeat
         self.reclaimInterval = reclaimInterval
-        self.retryBaseDelay = retryBaseDelay
+        self.uploadRetry = uploadRetry
         self.dataDirectory = dataDirectory
         self.reclaimRunningAtStart = reclaimRunningAtStart
     }

@@ -55,10 +55,10 @@ public actor ObjectCleaner: Service {
                     try await deletions.done(deletion)
                     deleted += 1
                 } catch {
-                    let delay = Self.backoff(attempts: deletion.attempts)
+                    let delay = RetryStrategy.objectDeletions.delay(after: deletion.attempts + 1)
                     logger.warning(
-                        "could not delete an object; will retry", metadata: ["key": "\(key)", "error": "\(error)", "in_seconds": "\(delay)"])
-                    try await deletions.retry(deletion, at: now.adding(milliseconds: delay * 1000), error: "\(error)")
+                        "could not delete an object; will retry", metadata: ["key": "\(key)", "error": "\(error)", "in": "\(delay)"])
+                    try await deletions.retry(deletion, at: now.adding(delay), error: "\(error)")
                 }
             }
         } catch {
@@ -74,8 +74,4 @@ public actor ObjectCleaner: Service {
         await withCheckedContinuation { deleting[key]?.append($0) ?? $0.resume() }
     }
 
-    /// Seconds before the next try: 5 s doubling, at most 10 minutes.
-    public static func backoff(attempts: Int) -> Int64 {
-        min(600, 5 << min(attempts, 7))
-    }
 }

@@ -63,7 +63,7 @@ struct Harness {
             uploadAttempts: attempts,
             uploadTimeout: .seconds(30),
             shutdownGrace: .seconds(5),
-            retryBaseDelay: .milliseconds(10),
+            uploadRetry: .uploads(base: .milliseconds(10)),
             dataDirectory: directory
         )
     }

@@ -47,7 +47,9 @@ struct ObjectCleanerTests {
         #expect(await cleaner.deleteDue(now: due) == 0)
         #expect(try await deletions.pendingMediaIDs() == [created.post.media[0].id])
         #expect(await cleaner.deleteDue(now: due) == 0, "backed off")
-        #expect(await cleaner.deleteDue(now: due.adding(milliseconds: ObjectCleaner.backoff(attempts: 0) * 1000)) == 1)
+        #expect(
+            await cleaner.deleteDue(now: due.adding(milliseconds: Int64(RetryStrategy.objectDeletions.delay(after: 1).components.seconds) * 1000))
+                == 1)
         #expect(try await deletions.pendingMediaIDs().isEmpty)
         #expect(store.deleted.count == 1)
     }

@@ -19,8 +19,8 @@ public struct WebhookConfiguration: Sendable {
     public var attempts: Int
     /// Whether loopback, private and link-local addresses may be reached.
     public var allowPrivate: Bool
-    /// The first retry's delay; each next one is 4 times longer (5 s, 20 s, 80 s, … 5.7 h), each ±20 %.
-    public var retryBase: Duration
+    /// How long a failed delivery waits before its next attempt (``RetryStrategy/webhookDeliveries(base:)``).
+    public var retry: RetryStrategy
     /// Attempts in flight at once.
     public var concurrency: Int
     /// How long in-flight attempts may go on once shutdown starts; then they are cancelled (and sent again at the
@@ -31,22 +31,16 @@ public struct WebhookConfiguration: Sendable {
 
     /// What `herald serve`'s options set has no default here (their defaults are `HeraldConfiguration`'s).
     public init(
-        timeout: Duration, attempts: Int, allowPrivate: Bool, retryBase: Duration, concurrency: Int = 16, shutdownGrace: Duration,
+        timeout: Duration, attempts: Int, allowPrivate: Bool, retry: RetryStrategy, concurrency: Int = 16, shutdownGrace: Duration,
         tls: TLSConfiguration? = nil
     ) {
         self.timeout = timeout
         self.attempts = attempts
         self.allowPrivate = allowPrivate
-        self.retryBase = retryBase
+        self.retry = retry
         self.concurrency = concurrency
         self.shutdownGrace = shutdownGrace
         self.tls = tls
-    }
-
-    /// The delay after the `attempt`-th failed attempt: `retryBase * 4^(attempt-1)`, ±20 %.
-    func backoff(after attempt: Int) -> Duration {
-        let delay = retryBase * Double(1 << (2 * min(max(attempt - 1, 0), 12)))
-        return delay * Double.random(in: 0.8...1.2)
     }
 }
 
@@ -201,7 +195,7 @@ public final class WebhookDispatcher: Service, Sendable {
         func notDelivered(_ status: Int?, _ error: String) -> WebhookRepository.Outcome {
             attempt >= configuration.attempts
                 ? .failed(statusCode: status, error: error, disable: false)
-                : .retry(statusCode: status, error: error, next: Timestamp.now().adding(configuration.backoff(after: attempt)))
+                : .retry(statusCode: status, error: error, next: Timestamp.now().adding(configuration.retry.delay(after: attempt)))
         }
         let target: WebhookTarget
         do {
