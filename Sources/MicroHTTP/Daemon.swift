@@ -244,7 +244,7 @@ final class Daemon: Sendable {
         if head.size + url.utf8.count > configuration.maxHeaderSize {
             return reject(HTTPError.headerTooLarge(limit: configuration.maxHeaderSize), "-", true)
         }
-        guard let method else { return reject(HTTPError(.badRequest, detail: "malformed method"), "-", true) }
+        guard method != nil else { return reject(HTTPError(.badRequest, detail: "malformed method"), "-", true) }
         if let target { return reject(HTTPError(.badRequest, detail: target.detail), "-", true) }
         if let problem = head.problem { return reject(HTTPError(.badRequest, detail: problem), "-", true) }
         let transferEncodings = head.transferEncodings
@@ -263,35 +263,13 @@ final class Daemon: Sendable {
         let declaredLength = contentLengths.first.flatMap { Int($0) }
         let hasBody = !transferEncodings.isEmpty || (declaredLength ?? 0) > 0
         var request = Request(head: httpRequest, id: requestID, query: head.query, remoteAddress: client, logger: logger)
-        // The gate (authentication) comes before routing and body limits: an unknown path or a large body gets its
-        // refusal too, and learns nothing about the routes.
-        let gate = router.gate
-        if let gate, let refusal = gate.admit(&request) {
-            return refuse(refusal, route: "refused", request: request, hasBody: hasBody, connection: connection, started: started, slot: slot)
-        }
-
         let route: Router.Route
-        switch router.match(method, path: Substring(url)) {
-        case .found(let found, let parameters):
-            route = found
-            request.parameters = parameters
-            if let gate, let refusal = gate.authorize(request, route: found) {
-                return refuse(
-                    refusal, route: found.template, request: request, hasBody: hasBody, connection: connection, started: started, slot: slot)
-            }
-        case .notFound where hasBody:
-            return reject(HTTPError.notFound(path: Substring(url)), "unmatched", true)
-        case .methodNotAllowed(let allow) where hasBody:
-            return reject(HTTPError.methodNotAllowed(allow: allow), "unmatched", true)
-        case .notFound:
-            // Held and answered on the next call like any immediate route: the connection stays open.
-            route = Self.unmatched(HTTPError.notFound(path: Substring(url)))
-        case .methodNotAllowed(let allow):
-            route = Self.unmatched(HTTPError.methodNotAllowed(allow: allow))
-        }
-        let limit = route.maxBodySize ?? configuration.maxBodySize
-        if let declaredLength, declaredLength > limit {
-            return reject(HTTPError.bodyTooLarge(limit: limit), route.template, true)
+        let limit: Int
+        switch router.dispatch(&request, declaredLength: declaredLength, defaultBodyLimit: configuration.maxBodySize) {
+        case .answer(let error, let label):
+            return refuse(error, route: label, request: request, hasBody: hasBody, connection: connection, started: started, slot: slot)
+        case .route(let found, let bodyLimit):
+            (route, limit) = (found, bodyLimit)
         }
         if !hasBody, let response = Router.runImmediately(route, request) {
             // Queued on the next call: one queued during this first call makes libmicrohttpd close the connection.
@@ -316,8 +294,9 @@ final class Daemon: Sendable {
         return .YES
     }
 
-    /// The gate's refusal: held and answered on the next call when there is no body, keeping the connection; with a
-    /// body, answered at once and the connection closed, so the body is never read.
+    /// An answer without a handler (the gate's refusal, 404, 405, 413): held and answered on the next call when there is
+    /// no body, keeping the connection; with a body, answered at once and the connection closed, so the body is never
+    /// read.
     private func refuse(
         _ error: HTTPError, route: String, request: Request, hasBody: Bool, connection: Connection, started: ContinuousClock.Instant,
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
@@ -408,11 +387,6 @@ final class Daemon: Sendable {
             self.route = route
             self.started = started
         }
-    }
-
-    /// A route that answers `error`, for paths and methods no route takes.
-    private static func unmatched(_ error: HTTPError) -> Router.Route {
-        Router.Route(method: .get, template: "unmatched", maxBodySize: 0, handler: { _ in throw error }, immediate: { _ in throw error })
     }
 
     // MARK: C callbacks (static members of a nonisolated type: they run on libmicrohttpd's threads)

@@ -12,6 +12,9 @@ public typealias Handler = @Sendable (Request) async throws -> Response
 public typealias ImmediateHandler = @Sendable (Request) throws -> Response?
 
 /// Maps method and path to handlers; path templates name parameters as `{name}`.
+///
+/// ``dispatch(_:declaredLength:defaultBodyLimit:)`` is the one request pipeline: the daemon runs it for every head,
+/// and ``respond(to:defaultBodyLimit:)`` runs it for tests that call the routes without a socket.
 public struct Router: Sendable {
     /// A registered route.
     public struct Route: Sendable {
@@ -168,19 +171,44 @@ public struct Router: Sendable {
     }
 
     /// Routes and runs `request` without a socket: what the server does after reading the head.
-    public func respond(to request: Request) async -> Response {
+    public func respond(to request: Request, defaultBodyLimit: Int = ServerConfiguration().maxBodySize) async -> Response {
         var request = request
-        if let refusal = gate?.admit(&request) { return refusal.response }
+        let declaredLength = request.body.declaredLength
+        switch dispatch(&request, declaredLength: declaredLength, defaultBodyLimit: defaultBodyLimit) {
+        case .answer(let error, _):
+            return error.response
+        case .route(let route, _):
+            if let response = Self.runImmediately(route, request) { return response }
+            return await Self.run(route, request)
+        }
+    }
+
+    /// Where a request goes once its head is read, before any body byte: the gate's refusal, a 404 or 405, a 413
+    /// for a declared length over the route's limit, or the route with its body limit.
+    public enum Dispatch: Sendable {
+        /// Answered without a handler; `route` labels it in logs and metrics.
+        case answer(HTTPError, route: String)
+        /// Run `route`, reading at most `bodyLimit` body bytes.
+        case route(Route, bodyLimit: Int)
+    }
+
+    /// The request pipeline's decisions, in order: the gate admits (authentication comes before routing and body
+    /// limits, so an unknown path or a large body learns nothing of the routes), the path and method find a route,
+    /// the gate authorizes it, the declared length fits its limit. The daemon and ``respond(to:defaultBodyLimit:)``
+    /// both go through it.
+    public func dispatch(_ request: inout Request, declaredLength: Int?, defaultBodyLimit: Int) -> Dispatch {
+        if let refusal = gate?.admit(&request) { return .answer(refusal, route: "refused") }
         switch match(request.head.method, path: request.path) {
         case .found(let route, let parameters):
             request.parameters = parameters
-            if let refusal = gate?.authorize(request, route: route) { return refusal.response }
-            if let response = Self.runImmediately(route, request) { return response }
-            return await Self.run(route, request)
+            if let refusal = gate?.authorize(request, route: route) { return .answer(refusal, route: route.template) }
+            let limit = route.maxBodySize ?? defaultBodyLimit
+            if let declaredLength, declaredLength > limit { return .answer(HTTPError.bodyTooLarge(limit: limit), route: route.template) }
+            return .route(route, bodyLimit: limit)
         case .notFound:
-            return HTTPError.notFound(path: request.path).response
+            return .answer(HTTPError.notFound(path: request.path), route: "unmatched")
         case .methodNotAllowed(let allow):
-            return HTTPError.methodNotAllowed(allow: allow).response
+            return .answer(HTTPError.methodNotAllowed(allow: allow), route: "unmatched")
         }
     }
 

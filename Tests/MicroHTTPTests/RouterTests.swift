@@ -107,6 +107,24 @@ struct RouterTests {
         #expect(detail.contains("req-42"))
     }
 
+    /// Without a socket the router runs the daemon's pipeline (``Router/dispatch``): the body limits included.
+    @Test func aDeclaredBodyOverTheRouteLimitIs413BeforeTheHandler() async throws {
+        var router = Router()
+        router.post("/small", maxBodySize: 10) { request in .text("\(try await request.body.collect(upTo: 10).count)") }
+        router.post("/default") { _ in .text("ran") }
+        func post(_ path: String, _ count: Int) async -> Response {
+            await router.respond(
+                to: Request(
+                    head: HTTPRequest(method: .post, scheme: nil, authority: nil, path: path),
+                    body: RequestBody(bytes: Array(repeating: 1, count: count))),
+                defaultBodyLimit: 100)
+        }
+        #expect(await post("/small", 11).status == .contentTooLarge)
+        #expect(await post("/small", 10).body.bytes == Array("10".utf8))
+        #expect(await post("/default", 101).status == .contentTooLarge)
+        #expect(await post("/default", 100).body.bytes == Array("ran".utf8))
+    }
+
     @Test func validationErrorsAreListed() throws {
         let error = HTTPError(.unprocessableContent, errors: [.init(pointer: "/media_ids/1", detail: "unknown media")])
         let body = try problem(error.response)
