@@ -45,6 +45,8 @@ let package = Package(
 
         // MARK: Libraries
 
+        /// The system's C library (Glibc, Musl or Darwin), re-exported: one `import Platform` where a file calls it.
+        .target(name: "Platform", swiftSettings: swiftSettings),
         /// `Synchronization.Mutex`'s stand-in in ThreadSanitizer builds (`-DHERALD_TSAN`), which TSan can see; empty otherwise.
         .target(name: "Locking", swiftSettings: swiftSettings),
 
@@ -53,6 +55,7 @@ let package = Package(
             name: "MicroHTTP",
             dependencies: [
                 "Locking",
+                "Platform",
                 "CMicroHTTPD",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -68,6 +71,7 @@ let package = Package(
             name: "HeraldStorage",
             dependencies: [
                 "Locking",
+                "Platform",
                 "HeraldCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The SQLite C API, for the status poll's read (JobStatusReader).
@@ -83,6 +87,7 @@ let package = Package(
             name: "Publishing",
             dependencies: [
                 "Locking",
+                "Platform",
                 "HeraldCore",
                 "HeraldStorage",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -103,6 +108,7 @@ let package = Package(
             name: "HeraldClient",
             dependencies: [
                 "HeraldCore",
+                "Platform",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -115,6 +121,7 @@ let package = Package(
             name: "HeraldApp",
             dependencies: [
                 "Locking",
+                "Platform",
                 "MicroHTTP",
                 "HeraldCore",
                 "HeraldStorage",
@@ -140,6 +147,7 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldApp",
+                "Platform",
                 "HeraldClient",
                 "HeraldCore",
                 "HeraldStorage",
@@ -203,6 +211,7 @@ let package = Package(
             name: "PublishingTests",
             dependencies: [
                 "Locking",
+                "Platform",
                 "Publishing",
                 "HeraldTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -230,6 +239,7 @@ let package = Package(
             name: "HeraldAppTests",
             dependencies: [
                 "Locking",
+                "Platform",
                 "HeraldApp",
                 "HeraldTestSupport",
                 "HeraldCore",

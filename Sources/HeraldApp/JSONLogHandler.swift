@@ -1,14 +1,7 @@
 import HeraldCore
 public import Logging
+import Platform
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// `--log-format json`: one JSON object a line, for log collectors (Loki, CloudWatch, Elasticsearch).
 ///

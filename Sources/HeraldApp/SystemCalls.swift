@@ -1,10 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Platform
 
 // The C calls that types with their own `write` and `close` (StagingFile, the log's line writer) shadow.
 

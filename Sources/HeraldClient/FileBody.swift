@@ -1,14 +1,8 @@
 import HeraldCore
 import NIOCore
 import NIOPosix
+import Platform
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 // Both owners of `struct stat` imported: see Publishing/S3/FileChunks.swift.
 #if canImport(CNIOLinux)
     import CNIOLinux

@@ -1,12 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Platform
 
 /// The exclusive `flock` on `<data-dir>/herald.lock` that makes one `herald serve` the only one on its directory.
 ///

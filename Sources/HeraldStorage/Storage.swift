@@ -1,14 +1,7 @@
 import Foundation
 import GRDB
 import Logging
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Platform
 
 /// Herald's SQLite database: a WAL connection pool, migrated to the current schema when opened.
 public struct Storage: Sendable {

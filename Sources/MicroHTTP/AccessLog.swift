@@ -1,12 +1,5 @@
+import Platform
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// The access log: one line per request, in the same text or JSON shape as the process's other log lines, written
 /// into a buffer that the server's run loop writes out every 100 ms, never by the HTTP thread.

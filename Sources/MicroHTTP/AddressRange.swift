@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Platform
 
 /// A block of IP addresses in CIDR notation (`10.0.0.0/8`, `fd00::/8`), or one address (`192.0.2.7`).
 public struct AddressRange: Sendable, Hashable, CustomStringConvertible {

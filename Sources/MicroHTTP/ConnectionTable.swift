@@ -1,11 +1,6 @@
 import CMicroHTTPD
+import Platform
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// Every connection libmicrohttpd holds, and whether it is waiting for a request head: the guards libmicrohttpd
 /// 0.9.75 lacks against clients that hold connections without making requests.

@@ -2,13 +2,8 @@ import CMicroHTTPD
 import HTTPTypes
 import Logging
 import Metrics
+import Platform
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// A running libmicrohttpd daemon and the state its C threads share with Swift tasks.
 final class Daemon: Sendable {

@@ -1,12 +1,7 @@
 public import HTTPTypes
 public import Logging
+import Platform
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// One HTTP request as a handler sees it.
 public struct Request: Sendable {

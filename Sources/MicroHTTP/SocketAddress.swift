@@ -1,10 +1,5 @@
 import CMicroHTTPD
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Platform
 
 /// An IPv4 or IPv6 socket address for binding.
 struct SocketAddress {

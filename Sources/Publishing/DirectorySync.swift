@@ -1,13 +1,6 @@
 import NIOPosix
+import Platform
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// Makes directory entries durable for everyone who asks at about the same time with one `fsync` of the directory.
 ///

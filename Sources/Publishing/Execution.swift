@@ -2,15 +2,8 @@ import HeraldCore
 import HeraldStorage
 import Logging
 import Metrics
+import Platform
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// One job's run: the parent task that uploads every medium through a bounded task group, then commits or undoes.
 struct Execution: Sendable {

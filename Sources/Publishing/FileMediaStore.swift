@@ -1,13 +1,7 @@
 import NIOFileSystem
 import NIOPosix
+import Platform
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 // Both owners of `struct stat` imported: see Publishing/S3/FileChunks.swift.
 #if canImport(CNIOLinux)
     import CNIOLinux

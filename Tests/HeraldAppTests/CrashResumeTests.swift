@@ -4,12 +4,9 @@ import HeraldCore
 import HeraldTestSupport
 import NIOCore
 import NIOHTTP1
+import Platform
 import Synchronization
 import Testing
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// `herald serve` as a child process on a free port, with what it printed at start.
 struct ServingProcess {

@@ -7,15 +7,12 @@ import MicroHTTP
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Platform
 import Publishing
 import Synchronization
 import Testing
 
 @testable import HeraldApp
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// `Tests/Support/webhook_receiver.py` on 127.0.0.1: records what it is sent, answers as planned, and checks
 /// signatures with the official `standardwebhooks` package. One process per test.

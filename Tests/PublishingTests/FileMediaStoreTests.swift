@@ -1,14 +1,7 @@
 import NIOFileSystem
+import Platform
 import Publishing
 import Testing
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 @Suite("FileMediaStore")
 struct FileMediaStoreTests {

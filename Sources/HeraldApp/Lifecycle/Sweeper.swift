@@ -4,15 +4,9 @@ import HeraldStorage
 import Logging
 import Metrics
 import NIOPosix
+import Platform
 import ServiceLifecycle
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 // Both owners of `struct stat` imported: see Publishing/S3/FileChunks.swift.
 #if canImport(CNIOLinux)
     import CNIOLinux

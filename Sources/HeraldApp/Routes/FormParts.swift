@@ -1,14 +1,7 @@
 import HTTPTypes
 import HeraldCore
 import MicroHTTP
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Platform
 
 /// Shares one multipart reader between the loop over parts and the reader of a part's bytes.
 final class PartCursor: @unchecked Sendable {

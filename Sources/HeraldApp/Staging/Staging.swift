@@ -5,14 +5,7 @@ import HeraldCore
 import Metrics
 import MicroHTTP
 import NIOPosix
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Platform
 
 /// Where uploaded bytes wait, under `<data-dir>/staging`, until their post is published.
 struct StagingArea: Sendable {

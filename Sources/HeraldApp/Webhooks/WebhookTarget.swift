@@ -1,12 +1,7 @@
 import Foundation
 import MicroHTTP
 import NIOPosix
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Platform
 
 /// Where a webhook URL points, resolved and checked: the SSRF guard.
 ///

@@ -1,13 +1,7 @@
 import NIOCore
 import NIOPosix
+import Platform
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 // `struct stat` is declared both by the C library and by NIO's C module (which includes <sys/stat.h>); which one a
 // compile sees as its owner depends on how the module's files are batched, and MemberImportVisibility then wants that
 // one imported to read `st_mode`: both are.

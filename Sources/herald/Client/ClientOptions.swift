@@ -2,14 +2,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import HeraldClient
 import NIOCore
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Platform
 
 /// Where the server is and how to speak to it: the options every client command takes.
 struct ClientOptions: ParsableArguments {

@@ -1,13 +1,6 @@
 import HeraldClient
+import Platform
 import UnixSignals
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// What a following command has done so far, for its Ctrl-C handler: the job to cancel, the media to clean up.
 actor Session {
