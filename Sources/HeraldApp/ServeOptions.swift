@@ -30,12 +30,15 @@ public struct ServeOption: Sendable {
         }
     }
 
+    /// The configuration's defaults, which the options show.
+    private static let defaults = HeraldConfiguration()
+
     /// An integer of at least `minimum` (and at most `maximum`).
     static func integer(
         _ name: String, _ keyPath: any WritableKeyPath<HeraldConfiguration, Int> & Sendable, minimum: Int, maximum: Int = .max,
         unit: String = "", help: String
     ) -> ServeOption {
-        ServeOption(name: name, help: help, defaultText: "\(HeraldConfiguration()[keyPath: keyPath])", isSwitch: false) {
+        ServeOption(name: name, help: help, defaultText: "\(defaults[keyPath: keyPath])", isSwitch: false) {
             configuration, text throws(ConfigurationError) in
             guard let value = Int(text) else { throw ConfigurationError("'\(text)' is not an integer") }
             guard value >= minimum, value <= maximum else {
@@ -50,7 +53,7 @@ public struct ServeOption: Sendable {
     static func text(
         _ name: String, _ keyPath: any WritableKeyPath<HeraldConfiguration, String> & Sendable, help: String
     ) -> ServeOption {
-        ServeOption(name: name, help: help, defaultText: HeraldConfiguration()[keyPath: keyPath], isSwitch: false) {
+        ServeOption(name: name, help: help, defaultText: defaults[keyPath: keyPath], isSwitch: false) {
             configuration, text throws(ConfigurationError) in configuration[keyPath: keyPath] = text
         }
     }
@@ -68,7 +71,7 @@ public struct ServeOption: Sendable {
     static func choice<Value: RawRepresentable & CaseIterable & Sendable>(
         _ name: String, _ keyPath: any WritableKeyPath<HeraldConfiguration, Value> & Sendable, help: String
     ) -> ServeOption where Value.RawValue == String {
-        ServeOption(name: name, help: help, defaultText: HeraldConfiguration()[keyPath: keyPath].rawValue, isSwitch: false) {
+        ServeOption(name: name, help: help, defaultText: defaults[keyPath: keyPath].rawValue, isSwitch: false) {
             configuration, text throws(ConfigurationError) in
             guard let value = Value(rawValue: text.lowercased()) else {
                 throw ConfigurationError("'\(text)' is not one of \(Value.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -79,7 +82,7 @@ public struct ServeOption: Sendable {
 
     /// On when the flag is given, or its variable says so.
     static func onOff(_ name: String, _ keyPath: any WritableKeyPath<HeraldConfiguration, Bool> & Sendable, help: String) -> ServeOption {
-        ServeOption(name: name, help: help, defaultText: HeraldConfiguration()[keyPath: keyPath] ? "on" : "off", isSwitch: true) {
+        ServeOption(name: name, help: help, defaultText: defaults[keyPath: keyPath] ? "on" : "off", isSwitch: true) {
             configuration, text throws(ConfigurationError) in
             switch text.lowercased() {
             case "1", "true", "yes", "on": configuration[keyPath: keyPath] = true
@@ -118,13 +121,7 @@ extension HeraldConfiguration {
         .integer("max-media-bytes", \.maxMediaBytes, minimum: 1, help: "Largest media body in bytes."),
         .integer("max-media-per-post", \.maxMediaPerPost, minimum: 1, help: "Media per post."),
         .integer("shutdown-grace", \.shutdownGrace, minimum: 0, help: "Seconds running jobs get on shutdown."),
-        .custom("log-level", defaultText: HeraldConfiguration().logLevel.rawValue, help: "trace, debug, info, notice, warning, error or critical.") {
-            configuration, text throws(ConfigurationError) in
-            guard let level = Logger.Level(rawValue: text.lowercased()) else {
-                throw ConfigurationError("'\(text)' is not one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            configuration.logLevel = level
-        },
+        .choice("log-level", \.logLevel, help: "trace, debug, info, notice, warning, error or critical."),
         .choice("log-format", \.logFormat, help: "text, or json for one JSON object a line."),
         .integer("http-threads", \.httpThreads, minimum: 1, help: "libmicrohttpd polling threads."),
         .integer(

@@ -67,15 +67,17 @@ final class ClientProcess: Sendable {
 
     /// Waits for the first stdout line that contains `text`; fails when the output ends first.
     func line(containing text: String) async throws -> String {
-        for await line in lines where line.contains(text) { return line }
-        Issue.record("no line contains '\(text)'; stdout: \(stdout); stderr: \(stderr)")
-        throw CancellationError()
+        try await first(in: lines, containing: text, of: "stdout")
     }
 
     /// Waits for the first stderr line that contains `text`; fails when the output ends first.
     func errorLine(containing text: String) async throws -> String {
-        for await line in errorLines where line.contains(text) { return line }
-        Issue.record("no stderr line contains '\(text)'; stdout: \(stdout); stderr: \(stderr)")
+        try await first(in: errorLines, containing: text, of: "stderr")
+    }
+
+    private func first(in stream: AsyncStream<String>, containing text: String, of name: String) async throws -> String {
+        for await line in stream where line.contains(text) { return line }
+        Issue.record("no \(name) line contains '\(text)'; stdout: \(stdout); stderr: \(stderr)")
         throw CancellationError()
     }
 
