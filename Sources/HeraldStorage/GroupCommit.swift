@@ -13,7 +13,7 @@ import Synchronization
 /// - each runs in a savepoint: one that throws (or leaves a deferred foreign key unsatisfied) is rolled back alone,
 ///   and its caller hears its error;
 /// - every caller hears of its own only once the shared commit is durable; if the commit fails, every one fails;
-/// - the jobs they changed are announced (``JobChanges``) in commit order, before any caller resumes;
+/// - what they changed is announced (``CommitObserver``) once, at the shared commit, before any caller resumes;
 /// - a caller cancelled before its turn gets `CancellationError` and writes nothing (as GRDB's own `write`); once its
 ///   batch has started it runs to the end, since interrupting SQLite would roll back the others too.
 ///
@@ -26,22 +26,20 @@ final class GroupCommit: Sendable {
     }
 
     private let pool: DatabasePool
-    private let changes: JobChanges
     private let state = Mutex(State())
 
-    init(pool: DatabasePool, changes: JobChanges) {
+    init(pool: DatabasePool) {
         self.pool = pool
-        self.changes = changes
     }
 
     /// Runs `body` in the next shared transaction; returns once that transaction has committed.
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) async throws -> T {
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try Task.checkCancellation()
         return try await submit(body).value
     }
 
     /// Queues `body` for the next shared transaction; its ``Write/value`` is the outcome.
-    func submit<T: Sendable>(_ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) -> Write<T> {
+    func submit<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) -> Write<T> {
         let write = Write(body)
         let schedule = state.withLock { state in
             state.queue.append(write)
@@ -77,13 +75,14 @@ final class GroupCommit: Sendable {
             if write.isCancelled { write.fail(CancellationError()) } else { waiting.append(write) }
         }
         guard !waiting.isEmpty else { return }
-        var done: [(write: any Submitted, announcement: Announcement)] = []
+        var done: [any Submitted] = []
         // The writes before `next` have been run (and told of their own errors); the rest wait.
         var next = 0
         do {
             try db.inTransaction {
                 if waiting.count == 1 {
-                    done.append((waiting[0], try waiting[0].perform(db)))
+                    try waiting[0].perform(db)
+                    done.append(waiting[0])
                     next = 1
                     return .commit
                 }
@@ -91,13 +90,12 @@ final class GroupCommit: Sendable {
                     let write = waiting[next]
                     next += 1
                     do {
-                        var announcement: Announcement?
                         try db.inSavepoint {
-                            announcement = try write.perform(db)
+                            try write.perform(db)
                             try Self.checkDeferredForeignKeys(db)
                             return .commit
                         }
-                        if let announcement { done.append((write, announcement)) }
+                        done.append(write)
                     } catch {
                         write.fail(error)
                         // SQLite rolled the whole transaction back (a full disk, an I/O error): nothing can commit.
@@ -107,14 +105,12 @@ final class GroupCommit: Sendable {
                 return .commit
             }
         } catch {
-            for (write, _) in done { write.fail(error) }
+            for write in done { write.fail(error) }
             for write in waiting[next...] { write.fail(error) }
             return
         }
-        // Every change of the batch in one announcement, in commit order; the outbox's once, if any write filled it.
-        changes.publish(done.flatMap { $0.announcement.changes })
-        if done.contains(where: { $0.announcement.wroteDeliveries }) { changes.publishDeliveries() }
-        for (write, _) in done { write.succeed() }
+        // The commit has announced what the batch changed (`CommitObserver`): now the callers may resume.
+        for write in done { write.succeed() }
     }
 
     /// A deferred foreign key is checked at the commit, which would fail every write of the batch: checked at the end
@@ -128,17 +124,11 @@ final class GroupCommit: Sendable {
         }
     }
 
-    /// What a write's transaction changed, announced once it has committed.
-    struct Announcement {
-        var changes: [JobChange]
-        var wroteDeliveries: Bool
-    }
-
     /// A queued write, whatever its value's type.
     private protocol Submitted: Sendable {
         var isCancelled: Bool { get }
         /// Runs the body in the open transaction (on the writer), keeping its value until ``succeed()``.
-        func perform(_ db: Database) throws -> Announcement
+        func perform(_ db: Database) throws
         func succeed()
         func fail(_ error: any Error)
     }
@@ -152,11 +142,11 @@ final class GroupCommit: Sendable {
             var waiter: CheckedContinuation<T, any Error>?
         }
 
-        private let body: @Sendable (Database, inout ChangedJobs) throws -> T
+        private let body: @Sendable (Database) throws -> T
         private let state = Mutex(State())
         private let cancelled = Atomic(false)
 
-        fileprivate init(_ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) {
+        fileprivate init(_ body: @escaping @Sendable (Database) throws -> T) {
             self.body = body
         }
 
@@ -179,12 +169,9 @@ final class GroupCommit: Sendable {
 
         fileprivate var isCancelled: Bool { cancelled.load(ordering: .relaxed) }
 
-        fileprivate func perform(_ db: Database) throws -> Announcement {
-            var changed = ChangedJobs()
-            let value = try body(db, &changed)
-            let announcement = Announcement(changes: try changed.read(db), wroteDeliveries: changed.wroteDeliveries)
+        fileprivate func perform(_ db: Database) throws {
+            let value = try body(db)
             state.withLock { $0.value = value }
-            return announcement
         }
 
         fileprivate func succeed() {

@@ -34,7 +34,7 @@ public struct JobChange: Sendable, Equatable {
     }
 }
 
-/// The job changes this process commits, announced by the repositories once each transaction has committed.
+/// The job changes this process commits, announced once each transaction has committed (``CommitObserver``).
 ///
 /// Three ways to listen: ``observe(_:)`` calls a function for every change (the runner: wake up, stop a job);
 /// ``waitForChange(of:after:timeout:)`` waits for one job (long-polls), race-free with ``generation``;
@@ -95,7 +95,7 @@ public final class JobChanges: Sendable {
         for subscriber in subscribers { subscriber.yield(change) }
     }
 
-    /// Announces committed changes: called by the repositories after their transaction, never inside it.
+    /// Announces committed changes: called once their transaction has committed, never inside it.
     func publish(_ changes: [JobChange]) {
         guard !changes.isEmpty else { return }
         let (woken, observers, subscribers) = state.withLock { state in
@@ -161,37 +161,10 @@ public final class JobChanges: Sendable {
     }
 }
 
-/// The jobs one write transaction changed: announced by ``Storage/write(_:)`` once it has committed.
-struct ChangedJobs {
-    private(set) var ids: [JobID] = []
-    /// Whether the transaction wrote webhook deliveries (a job's end did).
-    var wroteDeliveries = false
-
-    mutating func insert(_ id: JobID) {
-        if !ids.contains(id) { ids.append(id) }
-    }
-
-    /// Each changed job's version and state as the transaction leaves them.
-    func read(_ db: Database) throws -> [JobChange] {
-        guard !ids.isEmpty else { return [] }
-        // One job is the common case (a creation, a claim, an end): a statement prepared once, not parsed and
-        // authorized again after every write.
-        let statement =
-            ids.count == 1
-            ? try db.cachedStatement(sql: "SELECT id, version, state, cancel_requested FROM jobs WHERE id = ?")
-            : try db.makeStatement(
-                sql: "SELECT id, version, state, cancel_requested FROM jobs WHERE id IN (\(databaseQuestionMarks(count: ids.count)))")
-        return try Row.fetchAll(statement, arguments: StatementArguments(ids)).map { row in
-            guard let state = JobState(rawValue: row["state"]) else { throw UnreadableRow(table: "jobs", id: row["id"]) }
-            return JobChange(jobID: row["id"], version: row["version"], state: state, cancelRequested: (row["cancel_requested"] as Int) != 0)
-        }
-    }
-}
-
 extension Storage {
     /// One write transaction, durable when it returns, committed together with the others that arrive meanwhile
-    /// (``GroupCommit``); the jobs it changed are announced (``JobChanges``) once it has committed.
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database, inout ChangedJobs) throws -> T) async throws -> T {
+    /// (``GroupCommit``); what it changed is announced (``CommitObserver``) once it has committed.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await groupCommit.write(body)
     }
 }

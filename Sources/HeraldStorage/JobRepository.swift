@@ -110,7 +110,7 @@ public struct JobRepository: Sendable {
     /// Cancels a queued or scheduled job at once (error code `cancelled`, post cancelled, uploads cancelled, media
     /// staged and still attached); marks a running one `cancel_requested`, which its runner hears as a change.
     public func requestCancel(id: JobID, tenant: Tenant, now: Timestamp) async throws -> CancelRequest {
-        try await storage.write { db, changed in
+        try await storage.write { db in
             guard
                 let row = try Row.fetchOne(
                     db.cachedStatement(sql: "SELECT state, post_id FROM jobs WHERE id = ? AND tenant = ?"), arguments: [id, tenant.rawValue])
@@ -120,10 +120,10 @@ public struct JobRepository: Sendable {
             guard let state = JobState(rawValue: row["state"]) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
             switch state {
             case .queued, .scheduled:
-                try Transitions.end(db, .cancel, jobID: id, postID: row["post_id"], error: Self.cancelledFailure, now: now, changed: &changed)
+                try Transitions.end(db, .cancel, jobID: id, postID: row["post_id"], error: Self.cancelledFailure, now: now)
                 return .cancelledNow(try Self.job(db, id))
             case .running:
-                try Transitions.requestCancel(db, jobID: id, changed: &changed)
+                try Transitions.requestCancel(db, jobID: id)
                 return .requested(try Self.job(db, id))
             case .cancelled:
                 return .alreadyCancelled(try Self.job(db, id))
@@ -137,7 +137,7 @@ public struct JobRepository: Sendable {
 
     /// Scheduled jobs whose `run_at <= now` become queued, and so do their posts. Returns how many.
     public func promoteDue(now: Timestamp) async throws -> Int {
-        try await storage.write { db, changed in try Transitions.promoteDue(db, now: now, changed: &changed) }
+        try await storage.write { db in try Transitions.promoteDue(db, now: now) }
     }
 
     /// The earliest `run_at` among scheduled jobs (for the runner's timer), nil if none.
@@ -162,7 +162,7 @@ public struct JobRepository: Sendable {
     /// transaction: a runner with several free workers waits for one commit, not one per job.
     public func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob] {
         guard limit > 0 else { return [] }
-        return try await storage.write { db, changed in
+        return try await storage.write { db in
             let rows = try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
@@ -177,7 +177,7 @@ public struct JobRepository: Sendable {
             return try rows.map { row in
                 let jobID: JobID = row["id"]
                 let postID: PostID = row["post_id"]
-                try Transitions.claim(db, jobID: jobID, postID: postID, runner: runner, leaseUntil: leaseUntil, now: now, changed: &changed)
+                try Transitions.claim(db, jobID: jobID, postID: postID, runner: runner, leaseUntil: leaseUntil, now: now)
                 return ClaimedJob(jobID: jobID, postID: postID, attempt: (row["attempt"] as Int) + 1, media: try Self.claimedMedia(db, jobID))
             }
         }
@@ -234,7 +234,7 @@ public struct JobRepository: Sendable {
     }
 
     private func reclaim(leaseEndedBy now: Timestamp?) async throws -> [JobID] {
-        try await storage.write { db, changed in
+        try await storage.write { db in
             let rows =
                 if let now {
                     try Row.fetchAll(
@@ -248,7 +248,7 @@ public struct JobRepository: Sendable {
                     )
                 }
             for row in rows {
-                try Transitions.putBack(db, jobID: row["id"], postID: row["post_id"], clearCancel: false, changed: &changed)
+                try Transitions.putBack(db, jobID: row["id"], postID: row["post_id"], clearCancel: false)
             }
             return rows.map { $0["id"] }
         }
@@ -285,11 +285,11 @@ public struct JobRepository: Sendable {
     /// Throws, writing nothing, when `objects` lacks one of the post's media: a post is never half-published.
     public func commit(jobID: JobID, runner: String, objects: [MediaID: StoredObject], now: Timestamp) async throws -> Completion {
         let uploads = storage.uploadProgress.uploads(of: jobID)
-        return try await storage.write { db, changed in
+        return try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
             guard !held.cancelRequested else { return .cancelRequested }
             try Transitions.recordUploads(db, jobID: jobID, uploads)
-            try Transitions.commit(db, jobID: jobID, postID: held.postID, objects: objects, now: now, changed: &changed)
+            try Transitions.commit(db, jobID: jobID, postID: held.postID, objects: objects, now: now)
             return .done(try Self.job(db, jobID))
         }
     }
@@ -298,10 +298,10 @@ public struct JobRepository: Sendable {
     /// still pending or uploading cancelled. Only while `runner` holds the job.
     public func fail(jobID: JobID, runner: String, error: Job.Failure, now: Timestamp) async throws -> Completion {
         let uploads = storage.uploadProgress.uploads(of: jobID)
-        return try await storage.write { db, changed in
+        return try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
             try Transitions.recordUploads(db, jobID: jobID, uploads)
-            try Transitions.end(db, .fail, jobID: jobID, postID: held.postID, error: error, now: now, changed: &changed)
+            try Transitions.end(db, .fail, jobID: jobID, postID: held.postID, error: error, now: now)
             return .done(try Self.job(db, jobID))
         }
     }
@@ -310,10 +310,10 @@ public struct JobRepository: Sendable {
     /// not yet uploaded cancelled. Only while `runner` holds the job.
     public func finishCancelled(jobID: JobID, runner: String, now: Timestamp) async throws -> Completion {
         let uploads = storage.uploadProgress.uploads(of: jobID)
-        return try await storage.write { db, changed in
+        return try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
             try Transitions.recordUploads(db, jobID: jobID, uploads)
-            try Transitions.end(db, .cancel, jobID: jobID, postID: held.postID, error: Self.cancelledFailure, now: now, changed: &changed)
+            try Transitions.end(db, .cancel, jobID: jobID, postID: held.postID, error: Self.cancelledFailure, now: now)
             return .done(try Self.job(db, jobID))
         }
     }
@@ -322,10 +322,10 @@ public struct JobRepository: Sendable {
     /// pending. Does nothing unless `runner` holds the job.
     public func requeue(jobID: JobID, runner: String) async throws {
         let uploads = storage.uploadProgress.uploads(of: jobID)
-        try await storage.write { db, changed in
+        try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return }
             try Transitions.recordUploads(db, jobID: jobID, uploads)  // their attempts count on
-            try Transitions.putBack(db, jobID: jobID, postID: held.postID, clearCancel: true, changed: &changed)
+            try Transitions.putBack(db, jobID: jobID, postID: held.postID, clearCancel: true)
         }
     }
 

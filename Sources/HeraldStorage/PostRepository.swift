@@ -78,7 +78,7 @@ public struct PostRepository: Sendable {
     public func create(
         _ request: PostRequest, tenant: Tenant, newMedia: [NewMedia] = [], idempotency: Idempotency?, now: Timestamp
     ) async throws -> Creation {
-        try await storage.write { db, changed in
+        try await storage.write { db in
             var reserved = false
             if let idempotency {
                 switch try Self.lookUp(db, idempotency, tenant: tenant, now: now) {
@@ -101,7 +101,7 @@ public struct PostRepository: Sendable {
             for item in newMedia { try MediaRepository.insert(db, item.media, tenant: tenant, stagingPath: item.stagingPath) }
             let postID = PostID.generate(at: now)
             let jobID = JobID.generate(at: now)
-            try Transitions.create(db, postID: postID, jobID: jobID, tenant: tenant, request: request, now: now, changed: &changed)
+            try Transitions.create(db, postID: postID, jobID: jobID, tenant: tenant, request: request, now: now)
 
             if let idempotency {
                 if reserved {
@@ -197,7 +197,7 @@ public struct PostRepository: Sendable {
     /// A `failed` or `cancelled` post gets a new job (queued, `run_at` now, the post's priority) with fresh uploads
     /// rows; the post becomes queued and points at the new job. Published, or a job active: conflict.
     public func republish(id: PostID, tenant: Tenant, now: Timestamp) async throws -> Republish {
-        try await storage.write { db, changed in
+        try await storage.write { db in
             guard let post = try Rows.post(db, id: id, tenant: tenant) else { return .notFound }
             if post.state == .published { return .conflict("The post is already published.") }
             let active = try String.fetchOne(
@@ -211,7 +211,7 @@ public struct PostRepository: Sendable {
                 return .conflict("Only a failed or cancelled post can be published again; this one is \(post.state.rawValue).")
             }
             let jobID = JobID.generate(at: now)
-            try Transitions.republish(db, postID: id, priority: post.priority, jobID: jobID, now: now, changed: &changed)
+            try Transitions.republish(db, postID: id, priority: post.priority, jobID: jobID, now: now)
             return .queued(try Self.postAndJob(db, postID: id, jobID: jobID))
         }
     }

@@ -25,14 +25,14 @@ public struct Storage: Sendable {
     /// The data directory that holds the database (and the staging folder).
     public var directory: String { URL(fileURLWithPath: path).deletingLastPathComponent().path }
 
-    /// The job changes this process commits, announced by the repositories after each transaction.
+    /// The job changes this process commits, announced after each transaction (``CommitObserver``).
     public let changes: JobChanges
 
     /// Running uploads' states and bytes, kept in memory and laid over every job read.
     public let uploadProgress: UploadProgress
 
-    /// The writer's commits, as a metric.
-    let commits = CommitCounter()
+    /// Announces every commit of the writer's: the jobs it changed, its webhook deliveries, a metric.
+    let commits: CommitObserver
 
     /// The job-changing writes (``write(_:)``), committed together when they arrive together.
     let groupCommit: GroupCommit
@@ -43,7 +43,8 @@ public struct Storage: Sendable {
         let changes = JobChanges()
         self.changes = changes
         self.uploadProgress = UploadProgress(changes: changes)
-        self.groupCommit = GroupCommit(pool: pool, changes: changes)
+        self.commits = CommitObserver(changes: changes)
+        self.groupCommit = GroupCommit(pool: pool)
     }
 
     /// Creates `directory` if needed, opens `<directory>/herald.sqlite` and applies the migrations it lacks.

@@ -4,8 +4,8 @@ import HeraldCore
 /// The SQL of every step of the publish state machine (``Transition``), in one place.
 ///
 /// Each function moves a job together with its post, the post's media and the job's uploads, binding the states
-/// the domain names rather than spelling them in SQL, and records the job in `changed` (its `version` grows), so
-/// that the change is announced once the caller's transaction commits. Callers check leases and outcomes first.
+/// the domain names rather than spelling them in SQL; the job's `version` grows, so that the change is announced once
+/// the caller's transaction commits (``CommitObserver``). Callers check leases and outcomes first.
 enum Transitions {
     // MARK: New jobs
 
@@ -14,7 +14,7 @@ enum Transitions {
     /// The media must exist and be unattached (``PostRepository`` checks first): a medium that cannot be attached
     /// throws, rolling back the transaction.
     static func create(
-        _ db: Database, postID: PostID, jobID: JobID, tenant: Tenant, request: PostRequest, now: Timestamp, changed: inout ChangedJobs
+        _ db: Database, postID: PostID, jobID: JobID, tenant: Tenant, request: PostRequest, now: Timestamp
     ) throws {
         let (step, runAt) = request.initialSchedule(now: now)
         try db.run(
@@ -32,40 +32,38 @@ enum Transitions {
             guard db.changesCount == 1 else { throw UnreadableRow(table: "media", id: mediaID.rawValue, reason: "could not be attached") }
         }
         try insertJob(db, step, jobID: jobID, postID: postID, priority: request.priority, runAt: runAt, now: now)
-        changed.insert(jobID)
     }
 
     /// A failed or cancelled post gets a new job that runs now, with fresh uploads; the post points at it.
-    static func republish(_ db: Database, postID: PostID, priority: Priority, jobID: JobID, now: Timestamp, changed: inout ChangedJobs) throws {
+    static func republish(_ db: Database, postID: PostID, priority: Priority, jobID: JobID, now: Timestamp) throws {
         try insertJob(db, .enqueue, jobID: jobID, postID: postID, priority: priority, runAt: now, now: now)
         try db.run("UPDATE posts SET state = ?, published_at = NULL, job_id = ? WHERE id = ?", [Transition.enqueue.post.rawValue, jobID, postID])
         // Its objects are wanted again (the new job waits for a DELETE already under way: see ObjectCleaner).
         try ObjectDeletionRepository.cancel(db, postID: postID)
-        changed.insert(jobID)
     }
 
     // MARK: The runner's steps
 
     /// Scheduled jobs whose `run_at <= now` become queued, with their posts. Returns how many.
-    static func promoteDue(_ db: Database, now: Timestamp, changed: inout ChangedJobs) throws -> Int {
+    static func promoteDue(_ db: Database, now: Timestamp) throws -> Int {
         let due = try Row.fetchAll(
             db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? AND run_at <= ? ORDER BY id"),
             arguments: [JobState.scheduled.rawValue, now.rfc3339]
         )
         for row in due {
-            try move(db, .promote, jobID: row["id"], postID: row["post_id"], changed: &changed)
+            try move(db, .promote, jobID: row["id"], postID: row["post_id"])
         }
         return due.count
     }
 
     /// The job runs, leased to `runner` until `leaseUntil`; its attempt counts up; `started_at` is set once.
     static func claim(
-        _ db: Database, jobID: JobID, postID: PostID, runner: String, leaseUntil: Timestamp, now: Timestamp, changed: inout ChangedJobs
+        _ db: Database, jobID: JobID, postID: PostID, runner: String, leaseUntil: Timestamp, now: Timestamp
     ) throws {
         try move(
             db, .claim, jobID: jobID, postID: postID,
             set: "attempt = attempt + 1, locked_by = ?, locked_until = ?, started_at = coalesce(started_at, ?)",
-            [runner, leaseUntil.rfc3339, now.rfc3339], changed: &changed
+            [runner, leaseUntil.rfc3339, now.rfc3339]
         )
     }
 
@@ -73,7 +71,7 @@ enum Transitions {
     ///
     /// Throws, writing nothing, when `objects` lacks one of the job's media: a post is never half-published.
     static func commit(
-        _ db: Database, jobID: JobID, postID: PostID, objects: [MediaID: StoredObject], now: Timestamp, changed: inout ChangedJobs
+        _ db: Database, jobID: JobID, postID: PostID, objects: [MediaID: StoredObject], now: Timestamp
     ) throws {
         let mediaIDs = try MediaID.fetchAll(db.cachedStatement(sql: "SELECT media_id FROM uploads WHERE job_id = ?"), arguments: [jobID])
         for mediaID in mediaIDs {
@@ -83,38 +81,36 @@ enum Transitions {
             try db.run("UPDATE media SET url = ?, object_key = ? WHERE id = ?", [stored.url, stored.key, mediaID])
         }
         try move(
-            db, .commit, jobID: jobID, postID: postID, set: "finished_at = ?, \(Self.unlocked), \(Self.noError)", [now.rfc3339], publishedAt: now,
-            changed: &changed
+            db, .commit, jobID: jobID, postID: postID, set: "finished_at = ?, \(Self.unlocked), \(Self.noError)", [now.rfc3339], publishedAt: now
         )
     }
 
     /// The job failed with `error` (or was cancelled, with `error` saying so): finished, unlocked.
     static func end(
-        _ db: Database, _ step: Transition, jobID: JobID, postID: PostID, error: Job.Failure, now: Timestamp, changed: inout ChangedJobs
+        _ db: Database, _ step: Transition, jobID: JobID, postID: PostID, error: Job.Failure, now: Timestamp
     ) throws {
         precondition(step == .fail || step == .cancel, "a job ends with an error only by failing or being cancelled")
         let cancelRequested = step == .cancel ? "cancel_requested = 1, " : ""
         try move(
             db, step, jobID: jobID, postID: postID,
             set: "\(cancelRequested)finished_at = ?, \(Self.unlocked), error_code = ?, error_message = ?, error_media_id = ?",
-            [now.rfc3339, error.code.rawValue, error.message, error.mediaID], changed: &changed
+            [now.rfc3339, error.code.rawValue, error.message, error.mediaID]
         )
         // What the job may have stored is deleted again later, durably: the outbox of the store's clean-up.
         try ObjectDeletionRepository.enqueue(db, postID: postID, now: now)
     }
 
     /// A running job back in the queue, to run again from the start; `clearCancel` forgets a cancel request.
-    static func putBack(_ db: Database, jobID: JobID, postID: PostID, clearCancel: Bool, changed: inout ChangedJobs) throws {
+    static func putBack(_ db: Database, jobID: JobID, postID: PostID, clearCancel: Bool) throws {
         let cancel = clearCancel ? ", cancel_requested = 0" : ""
-        try move(db, .putBack, jobID: jobID, postID: postID, set: "\(Self.unlocked)\(cancel)", [], changed: &changed)
+        try move(db, .putBack, jobID: jobID, postID: postID, set: "\(Self.unlocked)\(cancel)", [])
     }
 
     // MARK: Changes within a state
 
     /// A running job is asked to stop (its runner sees the change and cancels it).
-    static func requestCancel(_ db: Database, jobID: JobID, changed: inout ChangedJobs) throws {
+    static func requestCancel(_ db: Database, jobID: JobID) throws {
         try db.run("UPDATE jobs SET cancel_requested = 1, version = version + 1 WHERE id = ?", [jobID])
-        changed.insert(jobID)
     }
 
     /// The uploads as the runner last set them (kept in memory until now: ``UploadProgress``), written in its job's
@@ -164,7 +160,7 @@ enum Transitions {
     /// post, media and uploads as `step` says. Throws when the job was not in a state the step starts from.
     private static func move(
         _ db: Database, _ step: Transition, jobID: JobID, postID: PostID, set: String = "", _ arguments: StatementArguments = [],
-        publishedAt: Timestamp? = nil, changed: inout ChangedJobs
+        publishedAt: Timestamp? = nil
     ) throws {
         let extra = set.isEmpty ? "" : ", " + set
         try db.run(
@@ -191,7 +187,6 @@ enum Transitions {
             )
         }
         // A job that ends tells its webhooks in this same transaction: the outbox.
-        if step.job.isDone, try WebhookRepository.enqueue(db, jobID: jobID, postID: postID) { changed.wroteDeliveries = true }
-        changed.insert(jobID)
+        if step.job.isDone { try WebhookRepository.enqueue(db, jobID: jobID, postID: postID) }
     }
 }

@@ -76,12 +76,12 @@ public struct WebhookRepository: Sendable {
     // MARK: The outbox
 
     /// Inside the transaction that ends `jobID`: one event, and a delivery to each of its tenant's endpoints that
-    /// takes the event's type and is not disabled. Nothing when there is none. Returns whether it wrote any.
-    static func enqueue(_ db: Database, jobID: JobID, postID: PostID) throws -> Bool {
+    /// takes the event's type and is not disabled. Nothing when there is none.
+    static func enqueue(_ db: Database, jobID: JobID, postID: PostID) throws {
         guard
             let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT tenant, state FROM jobs WHERE id = ?"), arguments: [jobID]),
             let state = JobState(rawValue: row["state"]), let type = WebhookEventType(ending: state)
-        else { return false }
+        else { return }
         let endpoints = try String.fetchAll(
             db.cachedStatement(
                 sql: """
@@ -90,7 +90,7 @@ public struct WebhookRepository: Sendable {
                     """),
             arguments: [row["tenant"] as String, type.rawValue]
         )
-        guard !endpoints.isEmpty else { return false }
+        guard !endpoints.isEmpty else { return }
         guard let job = try Rows.job(db, id: jobID), let post = try Rows.post(db, id: postID) else {
             throw UnreadableRow(table: "jobs", id: jobID.rawValue, reason: "has no job or post to announce")
         }
@@ -110,7 +110,6 @@ public struct WebhookRepository: Sendable {
                 [DeliveryID.generate(at: now), endpoint, eventID, now.rfc3339, now.rfc3339]
             )
         }
-        return true
     }
 
     // MARK: The dispatcher's side

@@ -13,7 +13,7 @@ struct GroupCommitTests {
         try await withNotes { storage, commits in
             let writes = storage.whileWriterBusy {
                 (1...5).map { n in
-                    storage.groupCommit.submit { db, _ in
+                    storage.groupCommit.submit { db in
                         // Each sees the ones before it: one transaction, in arrival order.
                         let before = try Int.fetchOne(db, sql: "SELECT count(*) FROM notes")!
                         try db.execute(sql: "INSERT INTO notes (id) VALUES (?)", arguments: [n])
@@ -35,16 +35,16 @@ struct GroupCommitTests {
         try await withNotes { storage, commits in
             let (first, refused, duplicate, last) = storage.whileWriterBusy {
                 (
-                    storage.groupCommit.submit { db, _ in try db.execute(sql: "INSERT INTO notes (id) VALUES (1)") },
-                    storage.groupCommit.submit { db, _ in
+                    storage.groupCommit.submit { db in try db.execute(sql: "INSERT INTO notes (id) VALUES (1)") },
+                    storage.groupCommit.submit { db in
                         try db.execute(sql: "INSERT INTO notes (id) VALUES (2)")
                         throw Refused()
                     },
-                    storage.groupCommit.submit { db, _ in
+                    storage.groupCommit.submit { db in
                         try db.execute(sql: "INSERT INTO notes (id) VALUES (3)")
                         try db.execute(sql: "INSERT INTO notes (id) VALUES (1)")  // the first one's id
                     },
-                    storage.groupCommit.submit { db, _ in try db.execute(sql: "INSERT INTO notes (id) VALUES (4)") }
+                    storage.groupCommit.submit { db in try db.execute(sql: "INSERT INTO notes (id) VALUES (4)") }
                 )
             }
             try await first.value
@@ -62,8 +62,8 @@ struct GroupCommitTests {
         try await withNotes { storage, commits in
             let (orphan, adopted) = storage.whileWriterBusy {
                 (
-                    storage.groupCommit.submit { db, _ in try db.execute(sql: "INSERT INTO replies (id, note) VALUES (1, 9)") },
-                    storage.groupCommit.submit { db, _ in
+                    storage.groupCommit.submit { db in try db.execute(sql: "INSERT INTO replies (id, note) VALUES (1, 9)") },
+                    storage.groupCommit.submit { db in
                         try db.execute(sql: "INSERT INTO replies (id, note) VALUES (2, 7)")  // its note comes after: deferred
                         try db.execute(sql: "INSERT INTO notes (id) VALUES (7)")
                     }
@@ -76,7 +76,7 @@ struct GroupCommitTests {
 
             // Alone, the same check is SQLite's own, at the commit.
             let lone = try await #require(throws: DatabaseError.self) {
-                try await storage.groupCommit.write { db, _ in try db.execute(sql: "INSERT INTO replies (id, note) VALUES (3, 9)") }
+                try await storage.groupCommit.write { db in try db.execute(sql: "INSERT INTO replies (id, note) VALUES (3, 9)") }
             }
             #expect(lone.extendedResultCode == .SQLITE_CONSTRAINT_FOREIGNKEY)
             let replies = try await storage.pool.read { db in try Int.fetchAll(db, sql: "SELECT id FROM replies ORDER BY id") }
@@ -89,10 +89,10 @@ struct GroupCommitTests {
         try await withNotes { storage, commits in
             let writes = storage.whileWriterBusy {
                 [
-                    storage.groupCommit.submit { db, _ in try db.execute(sql: "INSERT INTO notes (id) VALUES (1)") },
+                    storage.groupCommit.submit { db in try db.execute(sql: "INSERT INTO notes (id) VALUES (1)") },
                     // Ends the shared transaction under everyone's feet, as SQLite does on a full disk or an I/O error.
-                    storage.groupCommit.submit { db, _ in try db.execute(sql: "ROLLBACK") },
-                    storage.groupCommit.submit { db, _ in try db.execute(sql: "INSERT INTO notes (id) VALUES (3)") },
+                    storage.groupCommit.submit { db in try db.execute(sql: "ROLLBACK") },
+                    storage.groupCommit.submit { db in try db.execute(sql: "INSERT INTO notes (id) VALUES (3)") },
                 ]
             }
             for write in writes {
@@ -101,7 +101,7 @@ struct GroupCommitTests {
             #expect(commits.count == 0)
             #expect(try await storage.noteIDs() == [])
             // The writer goes on.
-            try await storage.groupCommit.write { db, _ in try db.execute(sql: "INSERT INTO notes (id) VALUES (4)") }
+            try await storage.groupCommit.write { db in try db.execute(sql: "INSERT INTO notes (id) VALUES (4)") }
             #expect(try await storage.noteIDs() == [4])
         }
     }
@@ -111,7 +111,7 @@ struct GroupCommitTests {
         try await withNotes { storage, _ in
             let task = Task {
                 withUnsafeCurrentTask { $0?.cancel() }
-                try await storage.groupCommit.write { db, _ in try db.execute(sql: "INSERT INTO notes (id) VALUES (1)") }
+                try await storage.groupCommit.write { db in try db.execute(sql: "INSERT INTO notes (id) VALUES (1)") }
             }
             await #expect(throws: CancellationError.self) { try await task.value }
             let written = try await storage.noteIDs()

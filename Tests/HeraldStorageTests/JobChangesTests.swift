@@ -196,6 +196,50 @@ struct JobChangesTests {
         }
     }
 
+    @Test("a write that bypasses the repositories is announced too: the commit announces, not the code that wrote")
+    func everyCommitAnnounces() async throws {
+        try await withRepositoryFixture { fixture in
+            let media = try await fixture.stage(1)
+            let created = try await fixture.create(text: "x", media: media, at: At.at(0))
+            let jobID = created.job.id
+            let version = try #require(try await fixture.int("SELECT version FROM jobs WHERE id = ?", [jobID]))
+            let delivered = Mutex(0)
+            fixture.storage.changes.observeDeliveries { delivered.withLock { $0 += 1 } }
+            let generation = fixture.storage.changes.generation
+            var iterator = fixture.storage.changes.subscribe().makeAsyncIterator()
+
+            // A long-poll waits for the job while a write outside `Storage.write` changes it.
+            async let woken: Void = fixture.storage.changes.waitForChange(of: jobID, after: generation, timeout: .seconds(30))
+            try await fixture.storage.pool.write { db in
+                try db.execute(sql: "UPDATE jobs SET cancel_requested = 1, version = version + 1 WHERE id = ?", arguments: [jobID])
+            }
+            await woken
+            try #require(fixture.storage.changes.generation == generation + 1, "the long-poll was woken by the change, not its timeout")
+            let change = try #require(await iterator.next())
+            #expect(change.jobID == jobID && change.cancelRequested && change.version == version + 1)
+
+            // A row of a job written without moving its version is not a change (as a lease's renewal).
+            try await fixture.storage.pool.write { db in
+                try db.execute(sql: "UPDATE jobs SET run_at = ? WHERE id = ?", arguments: [At.at(90).rfc3339, jobID])
+            }
+            #expect(fixture.storage.changes.generation == generation + 1, "no change announced")
+
+            // Webhook deliveries inserted by any write wake the dispatcher.
+            let webhook = Webhook(id: WebhookID.generate(), url: "https://hooks.example/h", events: [.jobFailed], createdAt: At.at(0))
+            try await WebhookRepository(fixture.storage).insert(webhook, tenant: .default, secret: "whsec_c2VjcmV0")
+            #expect(delivered.withLock { $0 } == 0)
+            let time = At.at(0).rfc3339
+            try await fixture.storage.pool.write { db in
+                try db.execute(
+                    sql: "INSERT INTO webhook_events (id, type, body, created_at) VALUES ('e', 'job.failed', X'7B7D', ?)", arguments: [time])
+                try db.execute(
+                    sql: "INSERT INTO webhook_deliveries (id, webhook_id, event_id, next_attempt_at, created_at) VALUES ('d', ?, 'e', ?, ?)",
+                    arguments: [webhook.id, time, time])
+            }
+            #expect(delivered.withLock { $0 } == 1)
+        }
+    }
+
     @Test("a transaction that fails announces nothing")
     func rollbackAnnouncesNothing() async throws {
         try await withRepositoryFixture { fixture in
