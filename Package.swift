@@ -66,15 +66,24 @@ let package = Package(
         ),
         /// The domain: media, posts, jobs, their states and rules, and their JSON shapes. No HTTP, no SQL.
         .target(name: "HeraldCore", dependencies: ["Locking"], swiftSettings: swiftSettings),
-        /// SQLite through GRDB: the pool, the migrations in `Migrations/`, the repositories.
+        /// Storage as protocols (the repositories, the status reader) and what every backend shares: the feed of
+        /// committed changes, the uploads' live progress. No SQL.
         .target(
             name: "HeraldStorage",
+            dependencies: ["Locking", "Platform", "HeraldCore"],
+            swiftSettings: swiftSettings
+        ),
+        /// The SQLite backend through GRDB, the embedded default: the pool, the migrations in `Migrations/`, the
+        /// repositories.
+        .target(
+            name: "SQLiteStorage",
             dependencies: [
                 "Locking",
                 "Platform",
                 "HeraldCore",
+                "HeraldStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                // The SQLite C API, for the status poll's read (JobStatusReader).
+                // The SQLite C API, for the status poll's read (SQLiteJobStatusReader).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -125,6 +134,7 @@ let package = Package(
                 "MicroHTTP",
                 "HeraldCore",
                 "HeraldStorage",
+                "SQLiteStorage",
                 "Publishing",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -151,6 +161,7 @@ let package = Package(
                 "HeraldClient",
                 "HeraldCore",
                 "HeraldStorage",
+                "SQLiteStorage",
                 "MicroHTTP",
                 "Publishing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -217,6 +228,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 "HeraldCore",
                 "HeraldStorage",
+                "SQLiteStorage",
                 .product(name: "_NIOFileSystem", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -224,15 +236,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "HeraldStorageTests",
+            name: "SQLiteStorageTests",
             dependencies: [
                 "Locking",
                 "HeraldStorage",
+                "SQLiteStorage",
                 "HeraldTestSupport",
                 "HeraldCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        /// The storage conformance suite: one set of tests, written against the protocols, run against every backend.
+        .testTarget(
+            name: "StorageConformanceTests",
+            dependencies: ["HeraldCore", "HeraldStorage", "SQLiteStorage", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -244,6 +263,7 @@ let package = Package(
                 "HeraldTestSupport",
                 "HeraldCore",
                 "HeraldStorage",
+                "SQLiteStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "MicroHTTP",
                 "Publishing",

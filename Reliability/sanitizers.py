@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The test suites under ThreadSanitizer or AddressSanitizer, each in its own scratch path; 0 reports to pass.
 
-    python3 Reliability/sanitizers.py thread  [--suites MicroHTTPTests,HeraldStorageTests,PublishingTests,HeraldAppTests] [--json-out PATH]
+    python3 Reliability/sanitizers.py thread  [--suites MicroHTTPTests,SQLiteStorageTests,PublishingTests,HeraldAppTests] [--json-out PATH]
     python3 Reliability/sanitizers.py address [--suites MicroHTTPTests] [--json-out PATH]
 
 Builds the tests with `swift build --build-tests --sanitize=KIND --scratch-path .build-tsan|.build-asan` (a cold
@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = {"thread": ".build-tsan", "address": ".build-asan"}
-DEFAULT_SUITES = {"thread": "MicroHTTPTests,HeraldStorageTests,PublishingTests,HeraldAppTests", "address": "MicroHTTPTests"}
+DEFAULT_SUITES = {"thread": "MicroHTTPTests,SQLiteStorageTests,PublishingTests,HeraldAppTests", "address": "MicroHTTPTests"}
 REPORT = {"thread": re.compile(r"WARNING: ThreadSanitizer: (.*?) \(pid="),
           "address": re.compile(r"ERROR: (?:AddressSanitizer|LeakSanitizer): ([\w-]+)")}
 

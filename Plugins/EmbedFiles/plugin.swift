@@ -3,14 +3,14 @@ import PackagePlugin
 
 /// Generates Swift source that embeds the package's text assets, so the binary needs no files beside it.
 ///
-/// - `HeraldStorage` gets `Migrations/*.sql` (sorted by name: the order they are applied in).
+/// - `SQLiteStorage` gets `Migrations/*.sql` (sorted by name: the order they are applied in).
 /// - `HeraldApp` gets `openapi.yaml`, and `Dashboard/*` (the web page at `/`).
 @main
 struct EmbedFiles: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: any Target) throws -> [Command] {
         let root = context.package.directoryURL
         switch target.name {
-        case "HeraldStorage":
+        case "SQLiteStorage":
             return [try command(context, "EmbeddedMigrations", files(in: root.appending(path: "Migrations"), suffix: ".sql"))]
         case "HeraldApp":
             return [

@@ -5,6 +5,7 @@ public import Logging
 public import MicroHTTP
 public import Prometheus
 public import Publishing
+import SQLiteStorage
 public import ServiceLifecycle
 import UnixSignals
 
@@ -13,7 +14,8 @@ import UnixSignals
 /// `herald serve` and the tests build it the same way, through ``build(configuration:logger:metrics:store:onListening:)``.
 public struct Application: Sendable {
     public let configuration: HeraldConfiguration
-    public let storage: Storage
+    /// The database: SQLite in the data directory.
+    public let storage: any Storage
     public let server: Server
     public let runner: JobRunner
     /// Sends the webhook deliveries job endings write.
@@ -57,7 +59,7 @@ public struct Application: Sendable {
                 "--auth off is refused on --host \(configuration.host): without keys, only a loopback address may listen")
         }
         let tls = try tlsFiles(configuration)
-        let storage = try Storage.open(directory: configuration.dataDirectory, logger: logger)
+        let storage = try SQLiteStorage.open(directory: configuration.dataDirectory, logger: logger)
         // One server per data directory: taken before anything runs, held as long as the application lives.
         let lock: DataDirectoryLock
         do {
@@ -67,9 +69,9 @@ public struct Application: Sendable {
         }
         // Made last of what can fail: an S3 store owns an HTTP client, which must be shut down once made.
         let store = try store ?? makeStore(configuration, logger: logger)
-        let cleaner = ObjectCleaner(deletions: ObjectDeletionRepository(storage), store: store, logger: logger)
+        let cleaner = ObjectCleaner(deletions: storage.objectDeletions, store: store, logger: logger)
         let runner = JobRunner(
-            jobs: JobRepository(storage),
+            jobs: storage.jobs,
             store: store,
             cleaner: cleaner,
             changes: storage.changes,
@@ -93,8 +95,8 @@ public struct Application: Sendable {
         var router = Router()
 
         // The trust boundary: keys, tenants, scopes and rate limits, before any route.
-        let authenticator = Authenticator(keys: KeyRepository(storage), logger: logger)
-        let keys = KeyService(keys: KeyRepository(storage)) { authenticator.forget($0) }
+        let authenticator = Authenticator(keys: storage.keys, logger: logger)
+        let keys = KeyService(keys: storage.keys) { authenticator.forget($0) }
         var initialKey: CreatedKey?
         switch configuration.auth {
         case .keys:
@@ -107,42 +109,42 @@ public struct Application: Sendable {
         }
         KeyRoutes(service: keys).register(in: &router)
         let sweeper = Sweeper(
-            media: MediaRepository(storage), posts: PostRepository(storage), webhooks: WebhookRepository(storage), staging: staging,
+            media: storage.media, posts: storage.posts, webhooks: storage.webhooks, staging: staging,
             stagedMediaTTL: configuration.stagedMediaTTL, logger: logger)
         let dispatcher = WebhookDispatcher(
-            webhooks: WebhookRepository(storage), changes: storage.changes,
+            webhooks: storage.webhooks, changes: storage.changes,
             configuration: WebhookConfiguration(
                 timeout: .seconds(configuration.webhookTimeout), attempts: configuration.webhookAttempts,
                 allowPrivate: configuration.webhookAllowPrivate, retry: .webhookDeliveries(base: configuration.webhookRetryBase),
                 shutdownGrace: .seconds(configuration.shutdownGrace), tls: configuration.webhookTLS),
             resolver: configuration.webhookResolver, version: HeraldConfiguration.version, logger: logger)
         WebhookRoutes(
-            webhooks: WebhookRepository(storage), resolver: configuration.webhookResolver, allowPrivate: configuration.webhookAllowPrivate
+            webhooks: storage.webhooks, resolver: configuration.webhookResolver, allowPrivate: configuration.webhookAllowPrivate
         ).register(in: &router)
-        OperationsRoutes(storage: storage, store: store, jobs: JobRepository(storage), readiness: readiness, registry: metrics)
+        OperationsRoutes(storage: storage, store: store, jobs: storage.jobs, readiness: readiness, registry: metrics)
             .register(in: &router)
         DashboardRoutes().register(in: &router)
-        MediaRoutes(repository: MediaRepository(storage), staging: staging, maxMediaBytes: configuration.maxMediaBytes).register(in: &router)
+        MediaRoutes(repository: storage.media, staging: staging, maxMediaBytes: configuration.maxMediaBytes).register(in: &router)
         // The way a publish takes: route -> service -> repository -> (the runner claims the job) -> media store.
         PostRoutes(
             service: PostService(
-                posts: PostRepository(storage), staging: staging, maxMediaPerPost: configuration.maxMediaPerPost, store: store, logger: logger),
+                posts: storage.posts, staging: staging, maxMediaPerPost: configuration.maxMediaPerPost, store: store, logger: logger),
             maxMediaBytes: configuration.maxMediaBytes
         ).register(in: &router)
         let events = EventStreams(
-            jobs: JobRepository(storage), changes: storage.changes, progress: storage.uploadProgress, readiness: readiness,
+            jobs: storage.jobs, changes: storage.changes, progress: storage.uploadProgress, readiness: readiness,
             limit: StreamLimit(maximum: configuration.maxStreams), keepAlive: configuration.eventKeepAlive)
         JobRoutes(
             service: JobService(
-                jobs: JobRepository(storage),
+                jobs: storage.jobs,
                 // One connection per HTTP thread (plain polls) and per thread of Swift's pool (long-polls' reads).
-                status: try JobStatusReader(storage, connections: configuration.httpThreads + ProcessInfo.processInfo.activeProcessorCount),
+                status: try storage.statusReader(connections: configuration.httpThreads + ProcessInfo.processInfo.activeProcessorCount),
                 changes: storage.changes,
                 readiness: readiness
             ),
             events: events
         ).register(in: &router)
-        QueueRoutes(jobs: JobRepository(storage), runner: runner).register(in: &router)
+        QueueRoutes(jobs: storage.jobs, runner: runner).register(in: &router)
 
         let server = Server(
             router: router,

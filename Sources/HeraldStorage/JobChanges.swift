@@ -1,4 +1,3 @@
-import GRDB
 public import HeraldCore
 import Synchronization
 
@@ -85,18 +84,18 @@ public final class JobChanges: Sendable {
     }
 
     /// Announces that a committed transaction wrote webhook deliveries.
-    func publishDeliveries() {
+    package func publishDeliveries() {
         for observer in state.withLock({ $0.deliveryObservers }) { observer() }
     }
 
     /// Announces a running upload's live change to the subscribers alone: observers and long-polls wait for commits.
-    func publishLive(_ change: JobChange) {
+    package func publishLive(_ change: JobChange) {
         let subscribers = state.withLock { Array($0.subscribers.values) }
         for subscriber in subscribers { subscriber.yield(change) }
     }
 
     /// Announces committed changes: called once their transaction has committed, never inside it.
-    func publish(_ changes: [JobChange]) {
+    package func publish(_ changes: [JobChange]) {
         guard !changes.isEmpty else { return }
         let (woken, observers, subscribers) = state.withLock { state in
             var woken: [CheckedContinuation<Void, Never>] = []
@@ -158,13 +157,5 @@ public final class JobChanges: Sendable {
             let waiter = state.withLock { state in state.waiters.removeValue(forKey: token) }
             waiter?.continuation.resume()
         }
-    }
-}
-
-extension Storage {
-    /// One write transaction, durable when it returns, committed together with the others that arrive meanwhile
-    /// (``GroupCommit``); what it changed is announced (``CommitObserver``) once it has committed.
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await groupCommit.write(body)
     }
 }

@@ -1,6 +1,6 @@
 import Platform
 
-/// Errors thrown by ``Storage`` itself (SQLite's own failures arrive as GRDB's `DatabaseError`).
+/// Errors thrown by a storage backend itself (a database's own failures arrive as its driver's errors).
 ///
 /// A struct with a private code enum rather than an enum, so that new cases do not break
 /// callers that switch over it (swift-service-lifecycle's `ServiceGroupError` does the same).

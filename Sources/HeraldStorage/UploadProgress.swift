@@ -24,12 +24,12 @@ public final class UploadProgress: Sendable {
     public let interval: Duration
 
     /// One upload as its runner last set it.
-    struct Upload: Sendable, Equatable {
-        var state: UploadState
-        var attempts: Int
-        var error: String?
+    package struct Upload: Sendable, Equatable {
+        package var state: UploadState
+        package var attempts: Int
+        package var error: String?
         /// Bytes the store took of the current (or, once it stopped, the last) attempt.
-        var bytes = 0
+        package var bytes = 0
     }
 
     private struct Entry {
@@ -57,7 +57,7 @@ public final class UploadProgress: Sendable {
     private let state = Mutex(State())
 
     /// Announces through `changes`, and follows its commits to learn which jobs run.
-    init(changes: JobChanges, interval: Duration = .milliseconds(250)) {
+    package init(changes: JobChanges, interval: Duration = .milliseconds(250)) {
         self.changes = changes
         self.interval = interval
         changes.observe { [weak self] change in self?.committed(change) }
@@ -95,7 +95,7 @@ public final class UploadProgress: Sendable {
     }
 
     /// The uploads of `jobID` its runner has set, to be written with the job's end.
-    func uploads(of jobID: JobID) -> [MediaID: Upload] {
+    package func uploads(of jobID: JobID) -> [MediaID: Upload] {
         state.withLock { $0.entries[jobID]?.uploads ?? [:] }
     }
 

@@ -9,7 +9,7 @@ import Synchronization
 struct Execution: Sendable {
     let job: ClaimedJob
     let control: JobControl
-    let jobs: JobRepository
+    let jobs: any JobRepository
     let store: any MediaStore
     /// The durable clean-up, whose DELETE of a key an upload of it waits for; nil where none runs (some tests).
     let cleaner: ObjectCleaner?

@@ -66,7 +66,7 @@ public struct RunnerConfiguration: Sendable {
 /// committed in one transaction only when every upload succeeded. A failure for good cancels the other uploads and
 /// deletes what was stored; so does a cancel by id. On shutdown running jobs get `shutdownGrace`, then are re-queued.
 public actor JobRunner: Service {
-    private let jobs: JobRepository
+    private let jobs: any JobRepository
     private let store: any MediaStore
     private let cleaner: ObjectCleaner?
     private let configuration: RunnerConfiguration
@@ -84,7 +84,7 @@ public actor JobRunner: Service {
     ///   a job whose cancel was requested, whoever wrote the change.
     ///   - cleaner: the durable clean-up of failed and cancelled jobs' objects, whose DELETEs new uploads wait for.
     public init(
-        jobs: JobRepository, store: any MediaStore, cleaner: ObjectCleaner? = nil, changes: JobChanges, configuration: RunnerConfiguration,
+        jobs: any JobRepository, store: any MediaStore, cleaner: ObjectCleaner? = nil, changes: JobChanges, configuration: RunnerConfiguration,
         logger: Logger
     ) {
         self.jobs = jobs

@@ -13,16 +13,16 @@ public import ServiceLifecycle
 /// and its uploads wait for a DELETE of the same key already under way (``settled(key:)``), so that DELETE never
 /// lands after the new object.
 public actor ObjectCleaner: Service {
-    private let deletions: ObjectDeletionRepository
+    private let deletions: any ObjectDeletionRepository
     private let store: any MediaStore
     private let logger: Logger
     /// Keys being deleted now, with the uploads waiting for them.
     private var deleting: [String: [CheckedContinuation<Void, Never>]] = [:]
 
     /// How often the table is read when nothing is due sooner.
-    static let interval: Duration = .seconds(Int(ObjectDeletionRepository.settle / 1000))
+    static let interval: Duration = .seconds(Int(PendingObjectDeletion.settle / 1000))
 
-    public init(deletions: ObjectDeletionRepository, store: any MediaStore, logger: Logger) {
+    public init(deletions: any ObjectDeletionRepository, store: any MediaStore, logger: Logger) {
         self.deletions = deletions
         self.store = store
         self.logger = logger

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import HeraldApp
-import HeraldStorage
 import Logging
+import SQLiteStorage
 import ServiceLifecycle
 
 /// `herald backup --data-dir D FILE`: a consistent copy of the database, while the server runs.

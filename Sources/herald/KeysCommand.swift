@@ -2,8 +2,8 @@ import ArgumentParser
 import Foundation
 import HeraldApp
 import HeraldCore
-import HeraldStorage
 import Logging
+import SQLiteStorage
 
 /// `herald keys create|list|revoke`: API keys, on the `--data-dir` database, while the server runs or not.
 ///
@@ -21,18 +21,18 @@ struct Keys: AsyncParsableCommand {
 
         /// The key service on the data directory's database.
         func service() throws -> KeyService {
-            KeyService(keys: KeyRepository(try storage()))
+            KeyService(keys: try storage().keys)
         }
 
         /// The data directory's database, created and migrated if need be; logs go to stderr, warnings and worse.
-        func storage() throws -> Storage {
+        func storage() throws -> SQLiteStorage {
             LoggingSystem.bootstrap { label in
                 var handler = StreamLogHandler.standardError(label: label)
                 handler.logLevel = .warning
                 return handler
             }
             let directory = try dataDir ?? Environment().string("HERALD_DATA_DIR") ?? HeraldConfiguration().dataDirectory
-            return try Storage.open(directory: directory, logger: Logger(label: "herald"))
+            return try SQLiteStorage.open(directory: directory, logger: Logger(label: "herald"))
         }
     }
 

@@ -8,6 +8,7 @@ import MicroHTTP
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import SQLiteStorage
 import Synchronization
 import Testing
 
@@ -132,9 +133,9 @@ struct AccessTests {
             #expect(created.key.tenant == .default)
             #expect(created.secret.hasPrefix("hrld_"))
             #expect(KeySecret.isWellFormed(created.secret[...]))
-            #expect(try KeyService(keys: KeyRepository(application.storage)).createInitialAdmin() == nil)
+            #expect(try KeyService(keys: application.storage.keys).createInitialAdmin() == nil)
             // Only the hash is stored.
-            let stored = try await application.storage.pool.read { db in try String.fetchAll(db, sql: "SELECT hash || name FROM keys") }
+            let stored = try await application.sqlite.pool.read { db in try String.fetchAll(db, sql: "SELECT hash || name FROM keys") }
             #expect(!stored.joined().contains(created.secret))
         }
     }
@@ -245,7 +246,7 @@ struct AccessTests {
             #expect(try await call(.GET, "\(base)/v1/jobs", key: elsewhere.secret).status == .ok)
             #expect(try await call(.GET, "\(base)/v1/jobs", key: here.secret).status == .ok)
             // As `herald keys revoke` does from another process: the database alone, not this server's cache.
-            _ = try await KeyRepository(application.storage).revoke(id: KeyID(elsewhere.id), now: .now())
+            _ = try await application.storage.keys.revoke(id: KeyID(elsewhere.id), now: .now())
             // The contract's promise is about time: "within 1 second", so the test waits that long.
             try await Task.sleep(for: .milliseconds(1050))
             let refused = try await call(.GET, "\(base)/v1/jobs", key: elsewhere.secret)

@@ -10,6 +10,7 @@ import NIOCore
 import NIOHTTP1
 import Prometheus
 import Publishing
+import SQLiteStorage
 import ServiceLifecycle
 import Testing
 
@@ -77,6 +78,13 @@ func withHerald<T: Sendable>(
 /// The API key the test helpers send (`Authorization: Bearer`), set by ``withHerald(configure:store:metrics:_:)``.
 enum TestKey {
     @TaskLocal static var current: String?
+}
+
+extension Application {
+    /// The SQLite database the application opened, for tests that read its rows or its file.
+    var sqlite: SQLiteStorage {
+        get throws { try #require(storage as? SQLiteStorage) }
+    }
 }
 
 extension HTTPClientRequest {
@@ -162,8 +170,9 @@ struct ApplicationTests {
 
     @Test func databaseLivesInTheDataDirectoryWithEveryMigration() async throws {
         try await withHerald { _, _, application in
-            #expect(application.storage.path.hasSuffix("/herald.sqlite"))
-            #expect(FileManager.default.fileExists(atPath: application.storage.path))
+            let path = try application.sqlite.path
+            #expect(path.hasSuffix("/herald.sqlite"))
+            #expect(FileManager.default.fileExists(atPath: path))
             #expect(await application.storage.isReachable())
         }
     }

@@ -6,6 +6,7 @@ import HeraldStorage
 import NIOCore
 import NIOHTTP1
 import Publishing
+import SQLiteStorage
 import ServiceLifecycle
 import Testing
 
@@ -229,7 +230,7 @@ struct EventStreamTests {
             let ids = events.compactMap(\.id)
             #expect(ids.count == events.count && ids == ids.sorted() && Set(ids).count == ids.count, "ids only grow: \(ids)")
             // In SQLite only the state changes wrote bytes: all of them, once uploaded.
-            let stored = try await application.storage.pool.read { db in
+            let stored = try await application.sqlite.pool.read { db in
                 try Int.fetchOne(db, sql: "SELECT bytes_sent FROM uploads WHERE job_id = ?", arguments: [job])
             }
             #expect(stored == 1000)

@@ -4,6 +4,7 @@ import HeraldStorage
 import MicroHTTP
 import NIOHTTP1
 import Publishing
+import SQLiteStorage
 import Testing
 
 @testable import HeraldApp
@@ -107,8 +108,8 @@ struct JobRoutesTests {
             var router = Router()
             JobRoutes(
                 service: JobService(
-                    jobs: JobRepository(application.storage),
-                    status: try JobStatusReader(application.storage, connections: 1),
+                    jobs: application.storage.jobs,
+                    status: try application.storage.statusReader(connections: 1),
                     changes: application.storage.changes,
                     readiness: application.readiness,
                     recheckInterval: .seconds(60)
@@ -138,8 +139,8 @@ struct JobRoutesTests {
             var router = Router()
             JobRoutes(
                 service: JobService(
-                    jobs: JobRepository(application.storage),
-                    status: try JobStatusReader(application.storage, connections: 1),
+                    jobs: application.storage.jobs,
+                    status: try application.storage.statusReader(connections: 1),
                     changes: application.storage.changes,
                     readiness: readiness,
                     recheckInterval: .milliseconds(100)

@@ -6,6 +6,7 @@ import HeraldTestSupport
 import Logging
 import NIOHTTP1
 import Publishing
+import SQLiteStorage
 import Synchronization
 import Testing
 
@@ -211,8 +212,8 @@ struct LifecycleTests {
             let backup = try runHerald(["backup", "--data-dir", directory, copy + "/herald.sqlite"])
             #expect(backup.status == 0, "\(backup.err)")
             #expect(try runHerald(["backup", "--data-dir", directory, copy + "/herald.sqlite"]).status != 0, "never over a file")
-            let restored = try Storage.open(directory: copy, logger: .init(label: "restored"))
-            let page = try await PostRepository(restored).list(tenant: .default, state: nil, limit: 10, after: nil)
+            let restored = try SQLiteStorage.open(directory: copy, logger: .init(label: "restored"))
+            let page = try await restored.posts.list(tenant: .default, state: nil, limit: 10, after: nil)
             #expect(page.data.map(\.id.rawValue) == [post])
             #expect(page.data.first?.media.map(\.id.rawValue) == media)
 

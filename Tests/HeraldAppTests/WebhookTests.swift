@@ -9,6 +9,7 @@ import NIOHTTP1
 import NIOSSL
 import Platform
 import Publishing
+import SQLiteStorage
 import Synchronization
 import Testing
 
@@ -269,7 +270,7 @@ struct WebhookTests {
                 #expect(await sweeper.sweep(now: Timestamp.now().adding(milliseconds: 6 * 86_400_000)).deliveries == 0)
                 #expect(await sweeper.sweep(now: Timestamp.now().adding(milliseconds: 8 * 86_400_000)).deliveries == 1)
                 #expect(try await deliveries(base, webhook).isEmpty)
-                let events = try await application.storage.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM webhook_events") }
+                let events = try await application.sqlite.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM webhook_events") }
                 #expect(events == 0)
             }
         }

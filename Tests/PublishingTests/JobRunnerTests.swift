@@ -3,16 +3,17 @@ import HeraldCore
 import HeraldStorage
 import Logging
 import Publishing
+import SQLiteStorage
 import ServiceLifecycle
 import Testing
 
 /// A database in a temporary directory with the repositories a runner needs.
 struct Harness {
     let directory: String
-    let storage: Storage
-    let media: MediaRepository
-    let posts: PostRepository
-    let jobs: JobRepository
+    let storage: SQLiteStorage
+    let media: any MediaRepository
+    let posts: any PostRepository
+    let jobs: any JobRepository
     var changes: JobChanges { storage.changes }
     let logger: Logger = {
         var logger = Logger(label: "JobRunnerTests")
@@ -22,10 +23,10 @@ struct Harness {
 
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("runner-\(UUID().uuidString)").path
-        storage = try Storage.open(directory: directory, logger: Logger(label: "JobRunnerTests"))
-        media = MediaRepository(storage)
-        posts = PostRepository(storage)
-        jobs = JobRepository(storage)
+        storage = try SQLiteStorage.open(directory: directory, logger: Logger(label: "JobRunnerTests"))
+        media = storage.media
+        posts = storage.posts
+        jobs = storage.jobs
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: directory) }

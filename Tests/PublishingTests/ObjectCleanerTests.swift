@@ -1,18 +1,19 @@
 import HeraldCore
 import HeraldStorage
 import Publishing
+import SQLiteStorage
 import Testing
 
 @Suite("Object clean-up", .serialized, .timeLimit(.minutes(1)))
 struct ObjectCleanerTests {
     /// When the clean-up's rows written now are due.
-    static func settled() -> Timestamp { Timestamp.now().adding(milliseconds: ObjectDeletionRepository.settle) }
+    static func settled() -> Timestamp { Timestamp.now().adding(milliseconds: PendingObjectDeletion.settle) }
 
     @Test func anUploadTheStoreCompletesAfterTheCancelIsDeletedByTheSecondPass() async throws {
         let harness = try Harness()
         defer { harness.remove() }
         let store = TestStore(default: .landsWhenCancelled)
-        let deletions = ObjectDeletionRepository(harness.storage)
+        let deletions = harness.storage.objectDeletions
         let cleaner = ObjectCleaner(deletions: deletions, store: store, logger: harness.logger)
         let created = try await harness.post(media: 2)
         let job = try await harness.withRunner(store, harness.configuration(), cleaner: cleaner) { _ in
@@ -37,7 +38,7 @@ struct ObjectCleanerTests {
         let harness = try Harness()
         defer { harness.remove() }
         let store = TestStore()
-        let deletions = ObjectDeletionRepository(harness.storage)
+        let deletions = harness.storage.objectDeletions
         let cleaner = ObjectCleaner(deletions: deletions, store: store, logger: harness.logger)
         let created = try await harness.post(media: 1)
         // Cancelled while queued: no runner ran it, only the clean-up's rows know its keys.
@@ -58,7 +59,7 @@ struct ObjectCleanerTests {
         let harness = try Harness()
         defer { harness.remove() }
         let store = TestStore()
-        let deletions = ObjectDeletionRepository(harness.storage)
+        let deletions = harness.storage.objectDeletions
         let cleaner = ObjectCleaner(deletions: deletions, store: store, logger: harness.logger)
         let created = try await harness.post(media: 1)
         let key = MediaObject.key(mediaID: created.post.media[0].id.rawValue, fileExtension: "png")

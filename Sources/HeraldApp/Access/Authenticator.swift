@@ -65,12 +65,12 @@ final class Authenticator: Service, Sendable {
     /// Entries kept at most (a flood of wrong keys must not grow memory without bound).
     static let capacity = 10_000
 
-    private let keys: KeyRepository
+    private let keys: any KeyRepository
     private let logger: Logger
     private let cache = Mutex<[CacheKey: Entry]>([:])
     private let uses = Mutex<[KeyID: Timestamp]>([:])
 
-    init(keys: KeyRepository, logger: Logger) {
+    init(keys: any KeyRepository, logger: Logger) {
         self.keys = keys
         self.logger = logger
     }

@@ -3,11 +3,11 @@ public import HeraldStorage
 
 /// Makes, lists and revokes API keys: the rules `POST/GET/DELETE /v1/keys` and `herald keys` share.
 public struct KeyService: Sendable {
-    let keys: KeyRepository
+    let keys: any KeyRepository
     /// Told of a revocation, so that this process refuses the key at once rather than within a second.
     let revoked: @Sendable (KeyID) -> Void
 
-    public init(keys: KeyRepository, revoked: @escaping @Sendable (KeyID) -> Void = { _ in }) {
+    public init(keys: any KeyRepository, revoked: @escaping @Sendable (KeyID) -> Void = { _ in }) {
         self.keys = keys
         self.revoked = revoked
     }

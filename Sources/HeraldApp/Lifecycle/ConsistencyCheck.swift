@@ -7,7 +7,7 @@ public import Publishing
     import Foundation
 #endif
 
-/// `herald check`: the database against itself (SQLite's integrity and foreign-key checks), against the staging
+/// `herald check`: the database against itself (its integrity and foreign-key checks), against the staging
 /// folder, and against the media store. Reads only; every problem is one readable line.
 public enum ConsistencyCheck {
     /// What was checked and what was found.
@@ -19,9 +19,9 @@ public enum ConsistencyCheck {
         public var isClean: Bool { problems.isEmpty }
     }
 
-    public static func run(storage: Storage, store: any MediaStore, dataDirectory: String) async throws -> Report {
+    public static func run(storage: any Storage, store: any MediaStore, dataDirectory: String) async throws -> Report {
         var problems = try await storage.integrityProblems()
-        let holdings = try await MediaRepository(storage).holdings()
+        let holdings = try await storage.media.holdings()
         let folder = dataDirectory + "/" + StagingArea.folder
         let files = Set(((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).map { StagingArea.folder + "/" + $0 })
         var needed = Set<String>()

@@ -18,9 +18,9 @@ import ServiceLifecycle
 ///
 /// Each pass is one indexed query that reads nothing when nothing has expired.
 struct Sweeper: Service {
-    let media: MediaRepository
-    let posts: PostRepository
-    let webhooks: WebhookRepository
+    let media: any MediaRepository
+    let posts: any PostRepository
+    let webhooks: any WebhookRepository
     let staging: StagingArea
     /// Seconds an unattached medium is kept.
     let stagedMediaTTL: Int

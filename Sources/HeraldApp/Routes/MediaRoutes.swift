@@ -11,7 +11,7 @@ import MicroHTTP
 
 /// `POST /v1/media`, `GET /v1/media/{id}`, `DELETE /v1/media/{id}`.
 struct MediaRoutes {
-    let repository: MediaRepository
+    let repository: any MediaRepository
     let staging: StagingArea
     let maxMediaBytes: Int
 

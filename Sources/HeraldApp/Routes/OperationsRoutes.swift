@@ -7,9 +7,9 @@ import Publishing
 
 /// `/healthz`, `/readyz`, `/metrics` and `/openapi.yaml`.
 struct OperationsRoutes {
-    let storage: Storage
+    let storage: any Storage
     let store: any MediaStore
-    let jobs: JobRepository
+    let jobs: any JobRepository
     let readiness: Readiness
     let registry: PrometheusCollectorRegistry
 

@@ -5,7 +5,7 @@ import Publishing
 
 /// `GET /v1/queue`, `POST /v1/queue/pause`, `POST /v1/queue/resume`.
 struct QueueRoutes {
-    let jobs: JobRepository
+    let jobs: any JobRepository
     let runner: JobRunner
 
     func register(in router: inout Router) {

@@ -12,7 +12,7 @@ import MicroHTTP
 /// `POST/GET /v1/webhooks`, `GET/DELETE /v1/webhooks/{id}`, `GET /v1/webhooks/{id}/deliveries`: the tenant's
 /// endpoints. Another tenant's id answers exactly as an unknown one.
 struct WebhookRoutes {
-    let webhooks: WebhookRepository
+    let webhooks: any WebhookRepository
     let resolver: any HostResolver
     /// `--webhook-allow-private`: loopback and private addresses are accepted (intranets, tests).
     let allowPrivate: Bool

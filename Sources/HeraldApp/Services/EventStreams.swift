@@ -13,7 +13,7 @@ import Synchronization
 /// A committed change is read from SQLite (one read per stream). A byte event is not: the stream lays the new counts
 /// (``UploadProgress``) over the job it last sent, whose committed part is still current.
 struct EventStreams: Sendable {
-    let jobs: JobRepository
+    let jobs: any JobRepository
     let changes: JobChanges
     let progress: UploadProgress
     let readiness: Readiness

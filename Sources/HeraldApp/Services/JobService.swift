@@ -3,9 +3,9 @@ import HeraldStorage
 
 /// Reads, long-polls and cancels jobs: the rules between the job routes and storage.
 struct JobService: Sendable {
-    let jobs: JobRepository
+    let jobs: any JobRepository
     /// Plain status polls, read on the caller's (HTTP) thread.
-    let status: JobStatusReader
+    let status: any JobStatusReader
     let changes: JobChanges
     let readiness: Readiness
 

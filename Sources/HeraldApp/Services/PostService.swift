@@ -17,7 +17,7 @@ import Publishing
 /// once. A post is created in one transaction with its job (and, for a form, its media rows), so the only thing to
 /// undo when it is not created is the files a form staged.
 struct PostService: Sendable {
-    let posts: PostRepository
+    let posts: any PostRepository
     let staging: StagingArea
     let maxMediaPerPost: Int
     /// Where deleting a post deletes its published objects.
@@ -32,7 +32,7 @@ struct PostService: Sendable {
     /// A post whose media were uploaded before (`media_ids`).
     func create(_ draft: PostDraft, idempotencyKey: String?, tenant: Tenant) async throws -> PostAndJob {
         let request = try await validated(draft, tenant: tenant)
-        let idempotency = idempotencyKey.map { PostRepository.Idempotency(key: $0, requestHash: Self.requestHash(request, files: nil)) }
+        let idempotency = idempotencyKey.map { IdempotencyRecord(key: $0, requestHash: Self.requestHash(request, files: nil)) }
         return try Self.result(try await posts.create(request, tenant: tenant, idempotency: idempotency, now: .now()))
     }
 
@@ -42,11 +42,11 @@ struct PostService: Sendable {
     /// The payload an `Idempotency-Key` binds includes the files' bytes, so the key is reserved once they are
     /// staged (and hashed), before any row is written.
     func create(_ form: PostForm, idempotencyKey: String?, tenant: Tenant) async throws -> PostAndJob {
-        var reserved: PostRepository.Idempotency?
+        var reserved: IdempotencyRecord?
         do {
             let request = try validated(form)
             if let idempotencyKey {
-                let idempotency = PostRepository.Idempotency(key: idempotencyKey, requestHash: Self.requestHash(request, files: form.files))
+                let idempotency = IdempotencyRecord(key: idempotencyKey, requestHash: Self.requestHash(request, files: form.files))
                 if let early = try await posts.reserve(idempotency, tenant: tenant, now: .now()) {
                     form.removeFiles(from: staging)
                     return try Self.result(early)
@@ -55,7 +55,7 @@ struct PostService: Sendable {
             }
             let now = Timestamp.now()
             let media = form.files.map { file in
-                PostRepository.NewMedia(
+                NewMedia(
                     media: Media(id: file.id, contentType: file.type, size: Int64(file.staged.size), sha256: file.staged.sha256, createdAt: now),
                     stagingPath: file.staged.relativePath
                 )
@@ -158,7 +158,7 @@ struct PostService: Sendable {
     }
 
     /// The post and job of a creation, or why there is none.
-    private static func result(_ creation: PostRepository.Creation) throws -> PostAndJob {
+    private static func result(_ creation: PostCreation) throws -> PostAndJob {
         switch creation {
         case .created(let created), .replayed(let created): created
         case .invalid(let issues): throw ServiceError.invalid(ordered(issues))

@@ -52,7 +52,7 @@ public struct WebhookConfiguration: Sendable {
 /// https through a client made for the attempt whose `dnsOverride` maps the host to the address, so the TLS server
 /// name and certificate check stay the host's. Redirects are not followed.
 public final class WebhookDispatcher: Service, Sendable {
-    private let webhooks: WebhookRepository
+    private let webhooks: any WebhookRepository
     private let configuration: WebhookConfiguration
     private let resolver: any HostResolver
     private let logger: Logger
@@ -61,11 +61,11 @@ public final class WebhookDispatcher: Service, Sendable {
     private let stopping = Atomic(false)
     /// The deliveries being attempted now.
     private let inFlight = Mutex(Set<DeliveryID>())
-    private let observers = Mutex([@Sendable (DeliveryID, WebhookRepository.Outcome) -> Void]())
+    private let observers = Mutex([@Sendable (DeliveryID, DeliveryOutcome) -> Void]())
     private let userAgent: String
 
     init(
-        webhooks: WebhookRepository, changes: JobChanges, configuration: WebhookConfiguration, resolver: any HostResolver,
+        webhooks: any WebhookRepository, changes: JobChanges, configuration: WebhookConfiguration, resolver: any HostResolver,
         version: String, logger: Logger
     ) {
         self.webhooks = webhooks
@@ -90,7 +90,7 @@ public final class WebhookDispatcher: Service, Sendable {
     }
 
     /// Calls `observer` after each attempt is recorded, with what it came to (metrics, tests).
-    public func observe(_ observer: @escaping @Sendable (DeliveryID, WebhookRepository.Outcome) -> Void) {
+    public func observe(_ observer: @escaping @Sendable (DeliveryID, DeliveryOutcome) -> Void) {
         observers.withLock { $0.append(observer) }
     }
 
@@ -154,7 +154,7 @@ public final class WebhookDispatcher: Service, Sendable {
             return
         }
         let started = ContinuousClock.now
-        let outcome: WebhookRepository.Outcome
+        let outcome: DeliveryOutcome
         do {
             outcome = try await send(delivery)
         } catch is CancellationError {
@@ -190,9 +190,9 @@ public final class WebhookDispatcher: Service, Sendable {
     }
 
     /// Resolves, checks, signs and sends; what came of it. Throws only `CancellationError` (and database errors).
-    private func send(_ delivery: PendingDelivery) async throws -> WebhookRepository.Outcome {
+    private func send(_ delivery: PendingDelivery) async throws -> DeliveryOutcome {
         let attempt = delivery.attempts + 1
-        func notDelivered(_ status: Int?, _ error: String) -> WebhookRepository.Outcome {
+        func notDelivered(_ status: Int?, _ error: String) -> DeliveryOutcome {
             attempt >= configuration.attempts
                 ? .failed(statusCode: status, error: error, disable: false)
                 : .retry(statusCode: status, error: error, next: Timestamp.now().adding(configuration.retry.delay(after: attempt)))

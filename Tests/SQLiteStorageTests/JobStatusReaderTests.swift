@@ -1,8 +1,9 @@
 import GRDB
 import HeraldCore
+import HeraldStorage
 import Testing
 
-@testable import HeraldStorage
+@testable import SQLiteStorage
 
 @Suite("JobStatusReader")
 struct JobStatusReaderTests {
@@ -11,7 +12,7 @@ struct JobStatusReaderTests {
     @Test("reads every job shape exactly as JobRepository.find does")
     func matchesFind() async throws {
         try await withRepositoryFixture { fixture in
-            let reader = try JobStatusReader(fixture.storage, connections: 2)
+            let reader = try fixture.storage.statusReader(connections: 2)
             #expect(try reader.job(id: JobID.generate(), tenant: .default) == nil)
 
             // No media: the LEFT JOIN's single row carries no upload.
@@ -43,7 +44,7 @@ struct JobStatusReaderTests {
     @Test("sees a write as soon as it commits")
     func seesCommittedWrites() async throws {
         try await withRepositoryFixture { fixture in
-            let reader = try JobStatusReader(fixture.storage, connections: 1)
+            let reader = try fixture.storage.statusReader(connections: 1)
             let created = try await fixture.create(text: "x", media: try await fixture.stage(1), at: At.at(0))
             #expect(try reader.job(id: created.job.id, tenant: .default)?.state == .queued)
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
@@ -55,7 +56,7 @@ struct JobStatusReaderTests {
     @Test("throws for a row it cannot read and for SQLite's errors, and reads again once they are gone")
     func errors() async throws {
         try await withRepositoryFixture { fixture in
-            let reader = try JobStatusReader(fixture.storage, connections: 1)
+            let reader = try fixture.storage.statusReader(connections: 1)
             let created = try await fixture.create(text: "x", media: try await fixture.stage(1), at: At.at(0))
             let id = created.job.id
 
@@ -82,7 +83,7 @@ struct JobStatusReaderTests {
         }
     }
 
-    private func expectSame(_ reader: JobStatusReader, _ fixture: RepositoryFixture, _ ids: [JobID]) async throws {
+    private func expectSame(_ reader: any JobStatusReader, _ fixture: RepositoryFixture, _ ids: [JobID]) async throws {
         for id in ids {
             let expected = try await fixture.jobs.find(id: id, tenant: .default)
             #expect(expected != nil)

@@ -1,10 +1,11 @@
 import Foundation
 import GRDB
+import HeraldStorage
 import Logging
 import Synchronization
 import Testing
 
-@testable import HeraldStorage
+@testable import SQLiteStorage
 
 @Suite("Storage")
 struct StorageTests {
@@ -16,7 +17,7 @@ struct StorageTests {
     func migratesEmptyDatabase() async throws {
         try await withTemporaryDirectory { directory in
             let logs = LogRecorder()
-            let storage = try Storage.open(directory: directory + "/nested/data", logger: logs.logger)
+            let storage = try SQLiteStorage.open(directory: directory + "/nested/data", logger: logs.logger)
             defer { try? storage.close() }
 
             #expect(FileManager.default.fileExists(atPath: directory + "/nested/data/herald.sqlite"))
@@ -43,9 +44,9 @@ struct StorageTests {
             }
 
             let applied = try appliedMigrations(storage)
-            #expect(applied == Storage.migrationIdentifiers)
+            #expect(applied == SQLiteStorage.migrationIdentifiers)
             #expect(applied.first == "0001_initial")
-            #expect(logs.messages.filter { $0 == "applied migration" }.count == Storage.migrationIdentifiers.count)
+            #expect(logs.messages.filter { $0 == "applied migration" }.count == SQLiteStorage.migrationIdentifiers.count)
         }
     }
 
@@ -54,14 +55,14 @@ struct StorageTests {
         try await withTemporaryDirectory { directory in
             let appliedFirst: [String]
             do {
-                let storage = try Storage.open(directory: directory, logger: LogRecorder().logger)
+                let storage = try SQLiteStorage.open(directory: directory, logger: LogRecorder().logger)
                 try await storage.pool.write { db in try insertMedia(db, id: "m1") }
                 appliedFirst = try appliedMigrations(storage)
                 try storage.close()
             }
 
             let logs = LogRecorder()
-            let storage = try Storage.open(directory: directory, logger: logs.logger)
+            let storage = try SQLiteStorage.open(directory: directory, logger: logs.logger)
             defer { try? storage.close() }
             #expect(try appliedMigrations(storage) == appliedFirst)
             #expect(!logs.messages.contains("applied migration"))
@@ -77,7 +78,7 @@ struct StorageTests {
             #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
 
             let error = #expect(throws: StorageError.self) {
-                try Storage.open(directory: file + "/data", logger: LogRecorder().logger)
+                try SQLiteStorage.open(directory: file + "/data", logger: LogRecorder().logger)
             }
             #expect(error?.errorCode == .cannotCreateDirectory)
             #expect(error?.message.contains(file) == true)
@@ -88,7 +89,7 @@ struct StorageTests {
     @Test("isReachable is true on an open store and false once it is closed")
     func reachability() async throws {
         try await withTemporaryDirectory { directory in
-            let storage = try Storage.open(directory: directory, logger: LogRecorder().logger)
+            let storage = try SQLiteStorage.open(directory: directory, logger: LogRecorder().logger)
             #expect(await storage.isReachable())
             try storage.close()
             #expect(await storage.isReachable() == false)
@@ -253,7 +254,7 @@ private struct Pragmas {
 }
 
 /// The identifiers GRDB recorded as applied, in order.
-private func appliedMigrations(_ storage: Storage) throws -> [String] {
+private func appliedMigrations(_ storage: SQLiteStorage) throws -> [String] {
     try storage.pool.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier") }
 }
 
@@ -278,9 +279,9 @@ private func withTemporaryDirectory(_ body: (String) async throws -> Void) async
 }
 
 /// Runs `body` with a fresh store holding one valid post, its queued job and one attached medium with its upload.
-private func withSeededStorage(_ body: (Storage) async throws -> Void) async throws {
+private func withSeededStorage(_ body: (SQLiteStorage) async throws -> Void) async throws {
     try await withTemporaryDirectory { directory in
-        let storage = try Storage.open(directory: directory, logger: LogRecorder().logger)
+        let storage = try SQLiteStorage.open(directory: directory, logger: LogRecorder().logger)
         defer { try? storage.close() }
         try await storage.pool.write { db in
             // The post points at its job before the job exists: posts.job_id is checked at commit.

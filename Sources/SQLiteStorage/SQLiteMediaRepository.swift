@@ -1,22 +1,11 @@
 import GRDB
 public import HeraldCore
+public import HeraldStorage
 
 /// Media rows: inserted once their bytes are staged on disk, read back as the API's media object.
-public struct MediaRepository: Sendable {
-    /// What deleting a staged medium found.
-    public enum Deletion: Sendable, Equatable {
-        /// Deleted; the staged file at this data-directory-relative path can go too.
-        case deleted(stagingPath: String)
-        case notFound
-        /// Attached to a post: kept (the API answers 409).
-        case attached(postID: PostID)
-    }
+struct SQLiteMediaRepository: MediaRepository {
 
-    private let pool: DatabasePool
-
-    public init(_ storage: Storage) {
-        pool = storage.pool
-    }
+    let pool: DatabasePool
 
     /// Records a staged medium of `tenant`; `stagingPath` is relative to the data directory.
     public func insert(_ media: Media, tenant: Tenant, stagingPath: String) async throws {
@@ -43,7 +32,7 @@ public struct MediaRepository: Sendable {
     }
 
     /// Deletes a staged medium of `tenant` that no post holds, in one transaction.
-    public func deleteStaged(id: MediaID, tenant: Tenant) async throws -> Deletion {
+    public func deleteStaged(id: MediaID, tenant: Tenant) async throws -> MediaDeletion {
         try await pool.write { db in
             guard
                 let row = try Row.fetchOne(
@@ -79,7 +68,7 @@ public struct MediaRepository: Sendable {
 
 // MARK: The lifecycle of data
 
-extension MediaRepository {
+extension SQLiteMediaRepository {
     /// Deletes unattached media created at or before `cutoff` (`--staged-media-ttl` ago), in one transaction; returns
     /// their staged files' paths (relative to the data directory) for the caller to remove once it has committed.
     public func expireUnattached(createdBy cutoff: Timestamp) async throws -> [String] {
@@ -109,21 +98,10 @@ extension MediaRepository {
 
 // MARK: Consistency
 
-extension MediaRepository {
-    /// A medium as `herald check` compares it with the files and the store.
-    public struct Holding: Sendable, Hashable {
-        public var mediaID: MediaID
-        public var postID: PostID?
-        /// Data-directory-relative staged path.
-        public var stagingPath: String
-        /// The stored object's key, once its post is published.
-        public var objectKey: String?
-        /// Whether its post is published (its staged file is then gone and its object must exist).
-        public var published: Bool
-    }
+extension SQLiteMediaRepository {
 
     /// Every medium, with what it should have on disk and in the store.
-    public func holdings() async throws -> [Holding] {
+    public func holdings() async throws -> [MediaHolding] {
         try await pool.read { db in
             try Row.fetchAll(
                 db,
@@ -132,7 +110,7 @@ extension MediaRepository {
                     FROM media LEFT JOIN posts ON posts.id = media.post_id ORDER BY media.id
                     """
             ).map { row in
-                Holding(
+                MediaHolding(
                     mediaID: row["id"], postID: row["post_id"], stagingPath: row["staging_path"], objectKey: row["object_key"],
                     published: row["published"] ?? false)
             }

@@ -1,22 +1,15 @@
 import GRDB
 public import HeraldCore
+public import HeraldStorage
 
 /// The objects a failed or cancelled job may have left in the store, to delete (see `Migrations/0007`).
 ///
 /// Rows are written by the transitions that end a job failed or cancelled and removed by a re-publish; the
 /// cleaner reads what is due and records each DELETE's outcome.
-public struct ObjectDeletionRepository: Sendable {
-    /// How long after a job's end its objects are deleted (again): a PUT already sent in full when its upload was
-    /// cancelled can still land in the store after the runner's own DELETE.
-    public static let settle: Int64 = 10_000
+struct SQLiteObjectDeletionRepository: ObjectDeletionRepository {
+    let pool: DatabasePool
 
-    private let pool: DatabasePool
-
-    public init(_ storage: Storage) {
-        pool = storage.pool
-    }
-
-    /// Inside the transaction that ends `postID`'s job failed or cancelled: every medium of the post, due after ``settle``.
+    /// Inside the transaction that ends `postID`'s job failed or cancelled: every medium of the post, due after ``PendingObjectDeletion/settle``.
     static func enqueue(_ db: Database, postID: PostID, now: Timestamp) throws {
         try db.run(
             """
@@ -24,7 +17,7 @@ public struct ObjectDeletionRepository: Sendable {
             SELECT id, content_type, ?, 0, NULL FROM media WHERE post_id = ?
             ON CONFLICT (media_id) DO UPDATE SET due_at = excluded.due_at, attempts = 0, last_error = NULL
             """,
-            [now.adding(milliseconds: settle).rfc3339, postID]
+            [now.adding(milliseconds: PendingObjectDeletion.settle).rfc3339, postID]
         )
     }
 
@@ -83,13 +76,4 @@ public struct ObjectDeletionRepository: Sendable {
     public func pendingMediaIDs() async throws -> [MediaID] {
         try await pool.read { db in try MediaID.fetchAll(db, sql: "SELECT media_id FROM object_deletions ORDER BY media_id") }
     }
-}
-
-/// One object to delete: its medium, whose id and type make the key.
-public struct PendingObjectDeletion: Sendable, Hashable {
-    public var mediaID: MediaID
-    public var contentType: String
-    /// As stored: identifies this version of the row (a later job's end writes a new one).
-    public var dueAt: String
-    public var attempts: Int
 }

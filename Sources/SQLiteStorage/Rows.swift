@@ -1,5 +1,6 @@
 import GRDB
 import HeraldCore
+import HeraldStorage
 
 /// A stored row holds a value this version of Herald cannot read (an unknown state, a malformed timestamp),
 /// or a write found the rows in a shape the schema allows but Herald never makes. Either is a bug: a 500.
@@ -17,7 +18,7 @@ struct UnreadableRow: Error, CustomStringConvertible {
     var description: String { "UnreadableRow: \(table) \(id) \(reason)" }
 }
 
-/// Row to HeraldCore object mapping for posts and jobs, in one place; media rows map in ``MediaRepository``.
+/// Row to HeraldCore object mapping for posts and jobs, in one place; media rows map in ``SQLiteMediaRepository``.
 ///
 /// The loaders read a page's children (a post's media, a job's uploads) with one query for the whole page.
 enum Rows {
@@ -45,7 +46,7 @@ enum Rows {
             arguments: StatementArguments(ids)
         )
         for row in mediaRows {
-            guard let medium = MediaRepository.media(row) else { throw UnreadableRow(table: "media", id: row["id"]) }
+            guard let medium = SQLiteMediaRepository.media(row) else { throw UnreadableRow(table: "media", id: row["id"]) }
             media[row["post_id"], default: []].append(medium)
         }
         return try rows.map { row in
@@ -124,7 +125,7 @@ enum Rows {
 
     /// The API object of a `jobs` row with its uploads, nil if a value is unreadable.
     ///
-    /// One mapping for both ways a row is read: GRDB's `Row` by column name, and ``JobStatusReader``'s statement by
+    /// One mapping for both ways a row is read: GRDB's `Row` by column name, and ``SQLiteJobStatusReader``'s statement by
     /// column index.
     static func job(_ row: some JobColumns, uploads: [Job.Upload]) -> Job? {
         guard let id = row.text(.id).map(JobID.init(rawValue:)),
@@ -208,7 +209,7 @@ extension Database {
     }
 }
 
-/// The `jobs` columns a job object is made of, in the order ``JobStatusReader`` selects them.
+/// The `jobs` columns a job object is made of, in the order ``SQLiteJobStatusReader`` selects them.
 enum JobColumn: Int32, CaseIterable {
     case id, postID, state, priority, attempt, runAt, cancelRequested, errorCode, errorMessage, errorMediaID
     case createdAt, startedAt, finishedAt

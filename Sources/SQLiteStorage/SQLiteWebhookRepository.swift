@@ -1,15 +1,12 @@
 import Foundation
 import GRDB
 public import HeraldCore
+public import HeraldStorage
 
 /// Webhook endpoints, the events a job's end makes, and their deliveries: what the routes and the dispatcher read
 /// and write. Every client-facing call takes the caller's tenant.
-public struct WebhookRepository: Sendable {
-    private let pool: DatabasePool
-
-    public init(_ storage: Storage) {
-        pool = storage.pool
-    }
+struct SQLiteWebhookRepository: WebhookRepository {
+    let pool: DatabasePool
 
     // MARK: Endpoints
 
@@ -148,18 +145,8 @@ public struct WebhookRepository: Sendable {
         }
     }
 
-    /// What an attempt came to.
-    public enum Outcome: Sendable, Equatable {
-        /// A 2xx: delivered.
-        case delivered(statusCode: Int)
-        /// Not delivered; try again at `next`.
-        case retry(statusCode: Int?, error: String, next: Timestamp)
-        /// Given up; `disable` also disables the endpoint (a 410).
-        case failed(statusCode: Int?, error: String, disable: Bool)
-    }
-
     /// Records one attempt of `id` (its count grows by one) and what it came to.
-    public func record(_ id: DeliveryID, _ outcome: Outcome, now: Timestamp) async throws {
+    public func record(_ id: DeliveryID, _ outcome: DeliveryOutcome, now: Timestamp) async throws {
         try await pool.write { db in
             switch outcome {
             case .delivered(let statusCode):
@@ -237,20 +224,4 @@ public struct WebhookRepository: Sendable {
             lastStatusCode: row["last_status_code"], lastError: row["last_error"], nextAttemptAt: next.value,
             deliveredAt: delivered.value, createdAt: createdAt)
     }
-}
-
-/// A delivery due for an attempt, with what the attempt needs.
-public struct PendingDelivery: Sendable, Hashable {
-    public var id: DeliveryID
-    public var webhookID: WebhookID
-    /// The `webhook-id` header.
-    public var eventID: String
-    /// Attempts made before this one.
-    public var attempts: Int
-    public var url: String
-    /// `whsec_…`.
-    public var secret: String
-    public var endpointDisabled: Bool
-    /// The exact bytes to send and sign.
-    public var body: [UInt8]
 }

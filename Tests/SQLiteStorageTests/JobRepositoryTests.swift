@@ -1,6 +1,7 @@
 import GRDB
 import HeraldCore
 import HeraldStorage
+import SQLiteStorage
 import Testing
 
 @Suite("JobRepository")

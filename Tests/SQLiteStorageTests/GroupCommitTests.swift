@@ -1,10 +1,11 @@
 import Dispatch
 import GRDB
 import HeraldCore
+import HeraldStorage
 import Synchronization
 import Testing
 
-@testable import HeraldStorage
+@testable import SQLiteStorage
 
 @Suite("Group commit: writes that arrive together commit together")
 struct GroupCommitTests {
@@ -170,7 +171,7 @@ private final class CommitCount: TransactionObserver, Sendable {
 
 /// A fresh storage with two tables of its own (`notes`, and `replies` whose note is a deferred foreign key), and a
 /// count of the commits made from here on.
-private func withNotes(_ body: (Storage, CommitCount) async throws -> Void) async throws {
+private func withNotes(_ body: (SQLiteStorage, CommitCount) async throws -> Void) async throws {
     try await withRepositoryFixture { fixture in
         let storage = fixture.storage
         try await storage.pool.write { db in
@@ -187,7 +188,7 @@ private func withNotes(_ body: (Storage, CommitCount) async throws -> Void) asyn
     }
 }
 
-extension Storage {
+extension SQLiteStorage {
     /// Runs `submit` while the writer is held by another access, so that everything it submits waits and goes in one
     /// batch once the writer is free.
     fileprivate func whileWriterBusy<T>(_ submit: () throws -> T) rethrows -> T {

@@ -1,83 +1,29 @@
 import GRDB
 public import HeraldCore
+public import HeraldStorage
 
 /// Posts: created with their media and first publish job in one transaction, read back, re-published.
-public struct PostRepository: Sendable {
-    /// Outcome of creating a post.
-    public enum Creation: Sendable, Equatable {
-        /// Created (202).
-        case created(PostAndJob)
-        /// Same key, same payload: the same ids, current state (202).
-        case replayed(PostAndJob)
-        /// Unknown media ids, or media attached to another post (`/media_ids/N`); nothing was written (422).
-        case invalid([ValidationIssue])
-        /// The key was used for a different payload (422).
-        case keyReusedWithOtherPayload
-        /// The first request with this key is still being processed (409).
-        case keyInProgress
-    }
-
-    /// The idempotency part of a request: the key (quotes stripped by the caller) and a hash of the payload.
-    public struct Idempotency: Sendable, Equatable {
-        /// The `Idempotency-Key` value.
-        public var key: String
-        /// A hash of the request (method, path, canonical body).
-        public var requestHash: String
-
-        /// Creates the idempotency part of a request.
-        public init(key: String, requestHash: String) {
-            self.key = key
-            self.requestHash = requestHash
-        }
-    }
-
-    /// A medium staged with the post's own request (a form's file part): its row is written with the post.
-    public struct NewMedia: Sendable, Equatable {
-        /// The medium, `staged` and unattached.
-        public var media: Media
-        /// Where its bytes are, relative to the data directory.
-        public var stagingPath: String
-
-        /// Creates a new medium for a post.
-        public init(media: Media, stagingPath: String) {
-            self.media = media
-            self.stagingPath = stagingPath
-        }
-    }
-
-    /// Outcome of re-publishing a post.
-    public enum Republish: Sendable, Equatable {
-        /// A new job was queued (202).
-        case queued(PostAndJob)
-        /// No such post (404).
-        case notFound
-        /// Published, or a job is active (409); the detail says which.
-        case conflict(String)
-    }
+struct SQLitePostRepository: PostRepository {
 
     /// How long a key is remembered: the API promises at least 24 hours.
     static let keyLifetimeMilliseconds: Int64 = 24 * 3_600_000
     /// How long an `in_progress` reservation is honoured before it counts as abandoned.
     static let reservationTimeoutMilliseconds: Int64 = 60_000
 
-    private let storage: Storage
-
-    public init(_ storage: Storage) {
-        self.storage = storage
-    }
+    let storage: SQLiteStorage
 
     // MARK: Creating
 
     /// ONE write transaction: checks the idempotency key (if any; expired keys are purged and ignored), checks every
     /// listed medium exists and is unattached (reporting every problem), inserts `newMedia`, inserts the post (queued,
     /// or scheduled when `request.scheduledAt > now`) and its job, attaches the media in order with one pending upload
-    /// each, and records the key as completed. Any outcome but ``Creation/created(_:)`` writes nothing.
+    /// each, and records the key as completed. Any outcome but ``PostCreation/created(_:)`` writes nothing.
     ///
     /// An `in_progress` key with the same payload is taken as this request's own reservation (see ``reserve(_:now:)``)
-    /// and completed; a payload mismatch is ``Creation/keyReusedWithOtherPayload`` whatever the key's state.
+    /// and completed; a payload mismatch is ``PostCreation/keyReusedWithOtherPayload`` whatever the key's state.
     public func create(
-        _ request: PostRequest, tenant: Tenant, newMedia: [NewMedia] = [], idempotency: Idempotency?, now: Timestamp
-    ) async throws -> Creation {
+        _ request: PostRequest, tenant: Tenant, newMedia: [NewMedia], idempotency: IdempotencyRecord?, now: Timestamp
+    ) async throws -> PostCreation {
         try await storage.write { db in
             var reserved = false
             if let idempotency {
@@ -98,7 +44,7 @@ public struct PostRepository: Sendable {
             let issues = try Self.mediaIssues(db, listed, tenant: tenant)
             guard issues.isEmpty else { return .invalid(issues) }
 
-            for item in newMedia { try MediaRepository.insert(db, item.media, tenant: tenant, stagingPath: item.stagingPath) }
+            for item in newMedia { try SQLiteMediaRepository.insert(db, item.media, tenant: tenant, stagingPath: item.stagingPath) }
             let postID = PostID.generate(at: now)
             let jobID = JobID.generate(at: now)
             try Transitions.create(db, postID: postID, jobID: jobID, tenant: tenant, request: request, now: now)
@@ -128,10 +74,10 @@ public struct PostRepository: Sendable {
 
     /// For multipart posts whose media must be staged first: reserves the key (`in_progress`) before staging.
     ///
-    /// Returns nil when reserved (go on), or the answer to give at once: ``Creation/replayed(_:)``,
-    /// ``Creation/keyReusedWithOtherPayload`` or ``Creation/keyInProgress``. A reservation older than 60 s
+    /// Returns nil when reserved (go on), or the answer to give at once: ``PostCreation/replayed(_:)``,
+    /// ``PostCreation/keyReusedWithOtherPayload`` or ``PostCreation/keyInProgress``. A reservation older than 60 s
     /// counts as abandoned and is taken over (nil).
-    public func reserve(_ idempotency: Idempotency, tenant: Tenant, now: Timestamp) async throws -> Creation? {
+    public func reserve(_ idempotency: IdempotencyRecord, tenant: Tenant, now: Timestamp) async throws -> PostCreation? {
         try await storage.pool.write { db in
             switch try Self.lookUp(db, idempotency, tenant: tenant, now: now) {
             case .none:
@@ -162,7 +108,7 @@ public struct PostRepository: Sendable {
     }
 
     /// Drops a reservation whose request failed, so a retry can proceed. A completed key is never dropped.
-    public func release(_ idempotency: Idempotency, tenant: Tenant) async throws {
+    public func release(_ idempotency: IdempotencyRecord, tenant: Tenant) async throws {
         try await storage.pool.write { db in
             try db.run(
                 "DELETE FROM idempotency_keys WHERE tenant = ? AND key = ? AND request_hash = ? AND state = 'in_progress'",
@@ -196,7 +142,7 @@ public struct PostRepository: Sendable {
 
     /// A `failed` or `cancelled` post gets a new job (queued, `run_at` now, the post's priority) with fresh uploads
     /// rows; the post becomes queued and points at the new job. Published, or a job active: conflict.
-    public func republish(id: PostID, tenant: Tenant, now: Timestamp) async throws -> Republish {
+    public func republish(id: PostID, tenant: Tenant, now: Timestamp) async throws -> Republication {
         try await storage.write { db in
             guard let post = try Rows.post(db, id: id, tenant: tenant) else { return .notFound }
             if post.state == .published { return .conflict("The post is already published.") }
@@ -226,7 +172,7 @@ public struct PostRepository: Sendable {
         case inProgress(since: Timestamp)
     }
 
-    private static func lookUp(_ db: Database, _ idempotency: Idempotency, tenant: Tenant, now: Timestamp) throws -> KeyRecord {
+    private static func lookUp(_ db: Database, _ idempotency: IdempotencyRecord, tenant: Tenant, now: Timestamp) throws -> KeyRecord {
         // Expired keys are forgotten: purging them all here keeps the table small (idempotency_keys_expiry).
         try db.run("DELETE FROM idempotency_keys WHERE expires_at <= ?", [now.rfc3339])
         guard
@@ -271,25 +217,16 @@ public struct PostRepository: Sendable {
 
 // MARK: Deleting and forgetting
 
-extension PostRepository {
-    /// What deleting a post needs to know first, and finds.
-    public enum DeletionPlan: Sendable, Equatable {
-        /// The post can go: its media's stored objects (keys) and staged files (data-directory-relative paths).
-        case deletable(objectKeys: [String], stagingPaths: [String])
-        /// No such post for this tenant (404).
-        case notFound
-        /// Its job is queued, scheduled or running (409): cancel first.
-        case active(JobID)
-    }
+extension SQLitePostRepository {
 
     /// Reads what deleting the post would remove, or why it cannot be deleted now.
-    public func deletionPlan(id: PostID, tenant: Tenant) async throws -> DeletionPlan {
+    public func deletionPlan(id: PostID, tenant: Tenant) async throws -> PostDeletionPlan {
         try await storage.pool.read { db in try Self.deletionPlan(db, id: id, tenant: tenant) }
     }
 
     /// Deletes the post's rows in ONE transaction: the idempotency keys that name it, its jobs' uploads, its jobs,
     /// its media and the post. Re-checks that no job is active (a re-publish may have come in between).
-    public func delete(id: PostID, tenant: Tenant) async throws -> DeletionPlan {
+    public func delete(id: PostID, tenant: Tenant) async throws -> PostDeletionPlan {
         try await storage.pool.write { db in
             let plan = try Self.deletionPlan(db, id: id, tenant: tenant)
             guard case .deletable = plan else { return plan }
@@ -304,7 +241,7 @@ extension PostRepository {
         }
     }
 
-    private static func deletionPlan(_ db: Database, id: PostID, tenant: Tenant) throws -> DeletionPlan {
+    private static func deletionPlan(_ db: Database, id: PostID, tenant: Tenant) throws -> PostDeletionPlan {
         guard try Bool.fetchOne(db, sql: "SELECT 1 FROM posts WHERE id = ? AND tenant = ?", arguments: [id, tenant.rawValue]) != nil else {
             return .notFound
         }

@@ -1,10 +1,11 @@
 import Foundation
-import GRDB
+public import GRDB
+public import HeraldStorage
 import Logging
 import Platform
 
-/// Herald's SQLite database: a WAL connection pool, migrated to the current schema when opened.
-public struct Storage: Sendable {
+/// Herald's SQLite database, the embedded default: a WAL connection pool, migrated to the current schema when opened.
+public struct SQLiteStorage: Storage {
     /// The database file's name inside the data directory.
     public static let fileName = "herald.sqlite"
 
@@ -53,7 +54,7 @@ public struct Storage: Sendable {
     /// - Parameters:
     ///   - directory: The data directory; created with its parents if missing.
     ///   - logger: Receives one line per migration applied and one when the database is ready.
-    public static func open(directory: String, logger: Logger) throws -> Storage {
+    public static func open(directory: String, logger: Logger) throws -> SQLiteStorage {
         try createDirectory(directory)
         let path = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(fileName).path
 
@@ -65,7 +66,7 @@ public struct Storage: Sendable {
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
 
-        let storage = Storage(pool: pool, path: path)
+        let storage = SQLiteStorage(pool: pool, path: path)
         try storage.migrate(logger: logger)
         pool.add(transactionObserver: storage.commits, extent: .databaseLifetime)
         return storage
@@ -171,9 +172,24 @@ public struct Storage: Sendable {
     }
 }
 
+// MARK: The repositories
+
+extension SQLiteStorage {
+    public var jobs: any JobRepository { SQLiteJobRepository(storage: self) }
+    public var posts: any PostRepository { SQLitePostRepository(storage: self) }
+    public var media: any MediaRepository { SQLiteMediaRepository(pool: pool) }
+    public var keys: any KeyRepository { SQLiteKeyRepository(pool: pool) }
+    public var webhooks: any WebhookRepository { SQLiteWebhookRepository(pool: pool) }
+    public var objectDeletions: any ObjectDeletionRepository { SQLiteObjectDeletionRepository(pool: pool) }
+
+    public func statusReader(connections: Int) throws -> any JobStatusReader {
+        try SQLiteJobStatusReader(self, connections: connections)
+    }
+}
+
 // MARK: Checking and copying
 
-extension Storage {
+extension SQLiteStorage {
     /// What SQLite's `integrity_check` and `foreign_key_check` find, one line each; empty when all is well.
     public func integrityProblems() async throws -> [String] {
         try await pool.read { db in

@@ -1,5 +1,6 @@
 import GRDB
 import HeraldCore
+import HeraldStorage
 import Metrics
 import Synchronization
 

@@ -1,5 +1,6 @@
 import GRDB
 import GRDBSQLite
+import HeraldStorage
 import Synchronization
 
 /// Runs the write transactions that arrive together as one: each in a savepoint of a shared transaction, so one
@@ -190,5 +191,13 @@ final class GroupCommit: Sendable {
             }
             waiter?.resume(with: outcome)
         }
+    }
+}
+
+extension SQLiteStorage {
+    /// One write transaction, durable when it returns, committed together with the others that arrive meanwhile
+    /// (``GroupCommit``); what it changed is announced (``CommitObserver``) once it has committed.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await groupCommit.write(body)
     }
 }

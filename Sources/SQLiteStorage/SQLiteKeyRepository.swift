@@ -1,13 +1,10 @@
 import GRDB
 public import HeraldCore
+public import HeraldStorage
 
 /// API keys: created with the SHA-256 of their text (never the text), listed, revoked, looked up by that hash.
-public struct KeyRepository: Sendable {
-    private let pool: DatabasePool
-
-    public init(_ storage: Storage) {
-        pool = storage.pool
-    }
+struct SQLiteKeyRepository: KeyRepository {
+    let pool: DatabasePool
 
     /// Records a new key whose text hashes to `hash` (64 lowercase hex digits).
     public func insert(_ key: APIKey, hash: String) async throws {

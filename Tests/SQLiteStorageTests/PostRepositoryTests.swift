@@ -3,6 +3,7 @@ import GRDB
 import HeraldCore
 import HeraldStorage
 import Logging
+import SQLiteStorage
 import Testing
 
 @Suite("PostRepository")
@@ -117,7 +118,7 @@ struct PostRepositoryTests {
     @Test("the same key and payload replays the same ids with the current state; another payload is refused")
     func idempotentReplay() async throws {
         try await withRepositoryFixture { fixture in
-            let key = PostRepository.Idempotency(key: "abc", requestHash: "hash-1")
+            let key = IdempotencyRecord(key: "abc", requestHash: "hash-1")
             let request = PostRequest(text: "once", mediaIDs: try await fixture.stage(1))
             let first = try await fixture.posts.create(request, tenant: .default, idempotency: key, now: RepositoryFixture.at(0))
             guard case .created(let created) = first else {
@@ -140,7 +141,7 @@ struct PostRepositoryTests {
             #expect(replayed.job.state == .running)
             #expect(try await fixture.int("SELECT count(*) FROM posts") == 1)
 
-            let other = PostRepository.Idempotency(key: "abc", requestHash: "hash-2")
+            let other = IdempotencyRecord(key: "abc", requestHash: "hash-2")
             let mismatch = try await fixture.posts.create(
                 PostRequest(text: "other", mediaIDs: []), tenant: .default, idempotency: other, now: RepositoryFixture.at(30))
             #expect(mismatch == .keyReusedWithOtherPayload)
@@ -170,12 +171,12 @@ struct PostRepositoryTests {
     @Test("a reservation answers 409 for 60 seconds, is then taken over, is completed by create and can be released")
     func reservations() async throws {
         try await withRepositoryFixture { fixture in
-            let key = PostRepository.Idempotency(key: "multipart", requestHash: "h")
+            let key = IdempotencyRecord(key: "multipart", requestHash: "h")
             #expect(try await fixture.posts.reserve(key, tenant: .default, now: RepositoryFixture.at(0)) == nil)
             #expect(try await fixture.posts.reserve(key, tenant: .default, now: RepositoryFixture.at(59.999)) == .keyInProgress)
             #expect(
                 try await fixture.posts.reserve(
-                    PostRepository.Idempotency(key: "multipart", requestHash: "other"), tenant: .default, now: RepositoryFixture.at(1))
+                    IdempotencyRecord(key: "multipart", requestHash: "other"), tenant: .default, now: RepositoryFixture.at(1))
                     == .keyReusedWithOtherPayload
             )
             // Abandoned after 60 s: the next request takes it over, and the 60 s start again.
@@ -201,7 +202,7 @@ struct PostRepositoryTests {
             #expect(try await fixture.posts.reserve(key, tenant: .default, now: RepositoryFixture.at(104)) == .replayed(created))
 
             // A failed request releases its reservation, so a retry goes ahead at once.
-            let second = PostRepository.Idempotency(key: "retry", requestHash: "h2")
+            let second = IdempotencyRecord(key: "retry", requestHash: "h2")
             #expect(try await fixture.posts.reserve(second, tenant: .default, now: RepositoryFixture.at(200)) == nil)
             try await fixture.posts.release(second, tenant: .default)
             #expect(try await fixture.posts.reserve(second, tenant: .default, now: RepositoryFixture.at(201)) == nil)
@@ -332,10 +333,10 @@ struct PostRepositoryTests {
 
 /// A fresh store in its own temporary directory, with the repositories over it.
 struct RepositoryFixture: Sendable {
-    let storage: Storage
-    let posts: PostRepository
-    let jobs: JobRepository
-    let media: MediaRepository
+    let storage: SQLiteStorage
+    let posts: any PostRepository
+    let jobs: any JobRepository
+    let media: any MediaRepository
 
     /// The tests' origin of time.
     static let origin = Timestamp(rfc3339: "2026-11-22T10:00:00.000Z")!
@@ -414,13 +415,13 @@ func withRepositoryFixture(_ body: (RepositoryFixture) async throws -> Void) asy
         .appendingPathComponent("herald-repository-tests-\(UUID().uuidString)", isDirectory: true)
         .path
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let storage = try Storage.open(directory: directory, logger: Logger(label: "herald.tests") { _ in SwiftLogNoOpLogHandler() })
+    let storage = try SQLiteStorage.open(directory: directory, logger: Logger(label: "herald.tests") { _ in SwiftLogNoOpLogHandler() })
     defer { try? storage.close() }
     let fixture = RepositoryFixture(
         storage: storage,
-        posts: PostRepository(storage),
-        jobs: JobRepository(storage),
-        media: MediaRepository(storage)
+        posts: storage.posts,
+        jobs: storage.jobs,
+        media: storage.media
     )
     try await body(fixture)
 }

@@ -1,43 +1,17 @@
 import GRDB
 public import HeraldCore
+public import HeraldStorage
 
 /// Publish jobs: read and cancelled by clients, claimed, leased and finished by the runner.
 ///
 /// Every method that writes runs one write transaction, so a job, its post, its media and its uploads always move
 /// together; the runner's methods check the lease (`locked_by`) inside that transaction.
-public struct JobRepository: Sendable {
-    /// What a cancel request found and did.
-    public enum CancelRequest: Sendable, Equatable {
-        /// Was queued or scheduled: the job and its post are cancelled, the media stay attached (staged) (202).
-        case cancelledNow(Job)
-        /// Running: `cancel_requested` is set (idempotent); the runner stops it (202).
-        case requested(Job)
-        /// Already cancelled (200).
-        case alreadyCancelled(Job)
-        /// Succeeded or failed (409).
-        case finished(Job)
-        /// No such job (404).
-        case notFound
-    }
-
-    /// What a runner's final write did.
-    public enum Completion: Sendable, Equatable {
-        /// The final state was written.
-        case done(Job)
-        /// This runner no longer holds the job: nothing written.
-        case lostLease
-        /// (commit only) `cancel_requested` was set before the commit: nothing written; cancel instead.
-        case cancelRequested
-    }
+struct SQLiteJobRepository: JobRepository {
 
     private static let cancelledMessage = "The job was cancelled."
     private static let cancelledFailure = Job.Failure(code: .cancelled, message: cancelledMessage)
 
-    private let storage: Storage
-
-    public init(_ storage: Storage) {
-        self.storage = storage
-    }
+    let storage: SQLiteStorage
 
     // MARK: Reading
 
@@ -149,13 +123,6 @@ public struct JobRepository: Sendable {
             )
             return text.flatMap { Timestamp(rfc3339: $0) }
         }
-    }
-
-    /// Atomically claims the next due queued job in claim order (priority rank, `run_at`, `created_at`, id): it
-    /// becomes running (attempt + 1, locked by `runner` until `leaseUntil`, `started_at` set once), its post
-    /// publishing, every upload row pending (attempts kept), its media uploading. Nil if no job is due.
-    public func claim(runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> ClaimedJob? {
-        try await claim(upTo: 1, runner: runner, leaseUntil: leaseUntil, now: now).first
     }
 
     /// Claims up to `limit` due queued jobs in claim order, as ``claim(runner:leaseUntil:now:)`` claims one, in one
@@ -283,7 +250,7 @@ public struct JobRepository: Sendable {
     /// the job succeeded (finished, lock cleared).
     ///
     /// Throws, writing nothing, when `objects` lacks one of the post's media: a post is never half-published.
-    public func commit(jobID: JobID, runner: String, objects: [MediaID: StoredObject], now: Timestamp) async throws -> Completion {
+    public func commit(jobID: JobID, runner: String, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: jobID)
         return try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
@@ -296,7 +263,7 @@ public struct JobRepository: Sendable {
 
     /// The job failed with `error`; its post failed; its media back to staged (url cleared, still attached); uploads
     /// still pending or uploading cancelled. Only while `runner` holds the job.
-    public func fail(jobID: JobID, runner: String, error: Job.Failure, now: Timestamp) async throws -> Completion {
+    public func fail(jobID: JobID, runner: String, error: Job.Failure, now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: jobID)
         return try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
@@ -308,7 +275,7 @@ public struct JobRepository: Sendable {
 
     /// The job cancelled (error code `cancelled`, `cancel_requested` 1); its post cancelled; media staged; uploads
     /// not yet uploaded cancelled. Only while `runner` holds the job.
-    public func finishCancelled(jobID: JobID, runner: String, now: Timestamp) async throws -> Completion {
+    public func finishCancelled(jobID: JobID, runner: String, now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: jobID)
         return try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
@@ -345,51 +312,5 @@ public struct JobRepository: Sendable {
             )
         else { return nil }
         return (row["post_id"], (row["cancel_requested"] as Int) != 0)
-    }
-}
-
-/// A job the runner has just claimed: what it needs to upload the post's media.
-public struct ClaimedJob: Sendable, Equatable {
-    /// The job's id.
-    public var jobID: JobID
-    /// Its post's id.
-    public var postID: PostID
-    /// This run's attempt number (1 for the first).
-    public var attempt: Int
-    /// The post's media, in position order.
-    public var media: [ClaimedMedia]
-
-    /// Creates a claimed job.
-    public init(jobID: JobID, postID: PostID, attempt: Int, media: [ClaimedMedia]) {
-        self.jobID = jobID
-        self.postID = postID
-        self.attempt = attempt
-        self.media = media
-    }
-}
-
-/// One medium of a claimed job.
-public struct ClaimedMedia: Sendable, Equatable {
-    /// The medium's id.
-    public var mediaID: MediaID
-    /// Where its bytes are staged, relative to the data directory.
-    public var stagingPath: String
-    /// Its size in bytes.
-    public var size: Int
-    /// The SHA-256 of its bytes, 64 lowercase hex digits.
-    public var sha256: String
-    /// Its content type.
-    public var contentType: MediaType
-    /// Upload attempts so far (from the uploads row).
-    public var attempts: Int
-
-    /// Creates a claimed medium.
-    public init(mediaID: MediaID, stagingPath: String, size: Int, sha256: String, contentType: MediaType, attempts: Int) {
-        self.mediaID = mediaID
-        self.stagingPath = stagingPath
-        self.size = size
-        self.sha256 = sha256
-        self.contentType = contentType
-        self.attempts = attempts
     }
 }

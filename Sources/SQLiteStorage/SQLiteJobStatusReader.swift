@@ -1,6 +1,7 @@
 import GRDB
 import GRDBSQLite
 public import HeraldCore
+public import HeraldStorage
 import Synchronization
 
 /// Reads one job, for a status poll or a long-poll's re-read, on the caller's thread: the hottest read Herald serves.
@@ -10,7 +11,7 @@ import Synchronization
 /// thread, or a long-poll's task) takes one of a few read-only connections of its own, and the job and its uploads
 /// come from one statement (one SQLite snapshot, so they always agree) that walks the media in position order,
 /// stepped with SQLite's C API. WAL: a reader never waits for the writer.
-public struct JobStatusReader: Sendable {
+struct SQLiteJobStatusReader: JobStatusReader {
     /// Read-only connections, taken round-robin: one per calling thread (HTTP threads and cores) keeps contention rare,
     /// and a busy one only makes the caller wait for that one query.
     private let connections: [Connection]
@@ -18,7 +19,7 @@ public struct JobStatusReader: Sendable {
     private let progress: UploadProgress
 
     /// Opens `count` read-only connections to the database `storage` opened (and migrated).
-    public init(_ storage: Storage, connections count: Int) throws {
+    init(_ storage: SQLiteStorage, connections count: Int) throws {
         connections = try (0..<max(count, 1)).map { _ in try Connection(path: storage.path) }
         next = RoundRobin()
         progress = storage.uploadProgress
@@ -89,7 +90,7 @@ public struct JobStatusReader: Sendable {
 
     /// The job's columns in ``JobColumn`` order, then the upload's. Media by the post's
     /// `(post_id, position)` index: rows arrive in position order, no sort. A post's uploads are one row per medium
-    /// (``JobRepository``), so joining them through the media lists exactly the job's uploads.
+    /// (``SQLiteJobRepository``), so joining them through the media lists exactly the job's uploads.
     fileprivate static let query = """
         SELECT jobs.id, jobs.post_id, jobs.state, jobs.priority, jobs.attempt, jobs.run_at, jobs.cancel_requested,
                jobs.error_code, jobs.error_message, jobs.error_media_id, jobs.created_at, jobs.started_at, jobs.finished_at,
@@ -136,7 +137,7 @@ public struct JobStatusReader: Sendable {
     /// Opened with SQLite's C API rather than as a GRDB `DatabaseQueue`: the poll steps one prepared statement, and
     /// the queue's `DispatchQueue.sync` and the connection's own mutex (Debian's SQLite is built serialized; GRDB
     /// keeps its threading mode internal) cost more than the read. The lock here is the only serialization needed
-    /// (`SQLITE_OPEN_NOMUTEX`). Storage opened and migrated the database first, in WAL mode.
+    /// (`SQLITE_OPEN_NOMUTEX`). SQLiteStorage opened and migrated the database first, in WAL mode.
     private final class Connection: Sendable {
         /// Held while the statement is bound and stepped.
         private let lock = Mutex(())
@@ -150,9 +151,9 @@ public struct JobStatusReader: Sendable {
             guard let db else { throw DatabaseError(resultCode: ResultCode(rawValue: opened), message: "out of memory") }
             guard opened == SQLITE_OK else { throw Self.closing(db, opened) }
             sqlite3_extended_result_codes(db, 1)
-            sqlite3_busy_timeout(db, Int32(Storage.busyTimeout * 1000))
+            sqlite3_busy_timeout(db, Int32(SQLiteStorage.busyTimeout * 1000))
             var statement: OpaquePointer?
-            let prepared = sqlite3_prepare_v3(db, JobStatusReader.query, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+            let prepared = sqlite3_prepare_v3(db, SQLiteJobStatusReader.query, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
             guard prepared == SQLITE_OK, let statement else { throw Self.closing(db, prepared) }
             self.db = db
             self.statement = statement
@@ -170,7 +171,7 @@ public struct JobStatusReader: Sendable {
 
         /// The error SQLite reported on `db` for `code`.
         static func error(_ code: Int32, _ db: OpaquePointer) -> DatabaseError {
-            DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db)), sql: JobStatusReader.query)
+            DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db)), sql: SQLiteJobStatusReader.query)
         }
 
         private static func closing(_ db: OpaquePointer, _ code: Int32) -> DatabaseError {

@@ -1,5 +1,6 @@
 import GRDB
 import HeraldCore
+import HeraldStorage
 
 /// The SQL of every step of the publish state machine (``Transition``), in one place.
 ///
@@ -11,7 +12,7 @@ enum Transitions {
 
     /// A new post (queued, or scheduled while `scheduledAt > now`) with its first job; its media attached in order.
     ///
-    /// The media must exist and be unattached (``PostRepository`` checks first): a medium that cannot be attached
+    /// The media must exist and be unattached (``SQLitePostRepository`` checks first): a medium that cannot be attached
     /// throws, rolling back the transaction.
     static func create(
         _ db: Database, postID: PostID, jobID: JobID, tenant: Tenant, request: PostRequest, now: Timestamp
@@ -39,7 +40,7 @@ enum Transitions {
         try insertJob(db, .enqueue, jobID: jobID, postID: postID, priority: priority, runAt: now, now: now)
         try db.run("UPDATE posts SET state = ?, published_at = NULL, job_id = ? WHERE id = ?", [Transition.enqueue.post.rawValue, jobID, postID])
         // Its objects are wanted again (the new job waits for a DELETE already under way: see ObjectCleaner).
-        try ObjectDeletionRepository.cancel(db, postID: postID)
+        try SQLiteObjectDeletionRepository.cancel(db, postID: postID)
     }
 
     // MARK: The runner's steps
@@ -97,7 +98,7 @@ enum Transitions {
             [now.rfc3339, error.code.rawValue, error.message, error.mediaID]
         )
         // What the job may have stored is deleted again later, durably: the outbox of the store's clean-up.
-        try ObjectDeletionRepository.enqueue(db, postID: postID, now: now)
+        try SQLiteObjectDeletionRepository.enqueue(db, postID: postID, now: now)
     }
 
     /// A running job back in the queue, to run again from the start; `clearCancel` forgets a cancel request.
@@ -187,6 +188,6 @@ enum Transitions {
             )
         }
         // A job that ends tells its webhooks in this same transaction: the outbox.
-        if step.job.isDone { try WebhookRepository.enqueue(db, jobID: jobID, postID: postID) }
+        if step.job.isDone { try SQLiteWebhookRepository.enqueue(db, jobID: jobID, postID: postID) }
     }
 }

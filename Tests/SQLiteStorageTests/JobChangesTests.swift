@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import HeraldCore
 import HeraldStorage
+import SQLiteStorage
 import Synchronization
 import Testing
 
@@ -76,7 +77,7 @@ struct JobChangesTests {
             #expect(before.job.uploads.map(\.state) == [.uploading, .pending])
             let changes = fixture.storage.changes.subscribe()
             var iterator = changes.makeAsyncIterator()
-            let reader = try JobStatusReader(fixture.storage, connections: 1)
+            let reader = try fixture.storage.statusReader(connections: 1)
 
             fixture.jobs.reportBytes(jobID: jobID, mediaID: media[0], bytes: 40)
             let announced = ContinuousClock.now
@@ -156,7 +157,7 @@ struct JobChangesTests {
         try await withRepositoryFixture { fixture in
             let announced = Mutex(0)
             fixture.storage.changes.observeDeliveries { announced.withLock { $0 += 1 } }
-            let webhooks = WebhookRepository(fixture.storage)
+            let webhooks = fixture.storage.webhooks
             let failures = Webhook(id: WebhookID.generate(), url: "https://hooks.example/h", events: [.jobFailed], createdAt: At.at(0))
             try await webhooks.insert(failures, tenant: .default, secret: "whsec_c2VjcmV0")
 
@@ -226,7 +227,7 @@ struct JobChangesTests {
 
             // Webhook deliveries inserted by any write wake the dispatcher.
             let webhook = Webhook(id: WebhookID.generate(), url: "https://hooks.example/h", events: [.jobFailed], createdAt: At.at(0))
-            try await WebhookRepository(fixture.storage).insert(webhook, tenant: .default, secret: "whsec_c2VjcmV0")
+            try await fixture.storage.webhooks.insert(webhook, tenant: .default, secret: "whsec_c2VjcmV0")
             #expect(delivered.withLock { $0 } == 0)
             let time = At.at(0).rfc3339
             try await fixture.storage.pool.write { db in

@@ -1,0 +1,420 @@
+import HeraldCore
+import HeraldStorage
+import Testing
+
+/// What every storage backend must do, written against the protocols alone (River's `riverdrivertest` is the model):
+/// each test runs once per ``Backend``. A backend passes when its behaviour is Herald's, whatever its SQL.
+@Suite("Storage conformance")
+struct ConformanceTests {
+    private typealias At = Fixture
+
+    @Test("a post is created with its job and one pending upload per medium, in order; read back and listed", arguments: Backend.allCases)
+    func createAndRead(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(3)
+            let created = try await fixture.create("hello", media: [media[2], media[0]])
+            #expect(created.post.state == .queued && created.job.state == .queued)
+            #expect(created.post.media.map(\.id) == [media[2], media[0]])
+            #expect(created.job.uploads.map(\.mediaID) == [media[2], media[0]])
+            #expect(created.job.uploads.allSatisfy { $0.state == .pending && $0.attempts == 0 })
+
+            #expect(try await storage.posts.find(id: created.post.id, tenant: .default) == created.post)
+            #expect(try await storage.jobs.find(id: created.job.id, tenant: .default) == created.job)
+            #expect(try storage.statusReader(connections: 1).job(id: created.job.id, tenant: .default) == created.job)
+            let medium = try #require(try await storage.media.find(id: media[0], tenant: .default))
+            #expect(medium.postID == created.post.id && medium.state == .staged)
+
+            // Newest first, a page at a time, and by state.
+            let second = try await fixture.create("second", at: At.at(2))
+            let first = try await storage.posts.list(tenant: .default, state: nil, limit: 1, after: nil)
+            #expect(first.data.map(\.id) == [second.post.id])
+            let cursor = try #require(first.nextCursor)
+            let next = try await storage.posts.list(tenant: .default, state: nil, limit: 1, after: cursor)
+            #expect(next.data.map(\.id) == [created.post.id] && next.nextCursor == nil)
+            #expect(try await storage.jobs.list(tenant: .default, state: .queued, limit: 10, after: nil).data.count == 2)
+            #expect(try await storage.jobs.list(tenant: .default, state: .running, limit: 10, after: nil).data.isEmpty)
+            let counts = try await storage.jobs.counts()
+            #expect(counts.queued == 2 && counts.running == 0 && counts.scheduled == 0)
+        }
+    }
+
+    @Test("a post naming unknown or attached media is refused with every problem, and writes nothing", arguments: Backend.allCases)
+    func invalidMediaWriteNothing(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(2)
+            _ = try await fixture.create("holds the first", media: [media[0]])
+            let unknown = MediaID.generate()
+            let request = PostRequest(text: "x", mediaIDs: [media[1], media[0], unknown])
+            guard case .invalid(let issues) = try await storage.posts.create(request, tenant: .default, idempotency: nil, now: At.at(2)) else {
+                Issue.record("expected the post to be refused")
+                return
+            }
+            #expect(issues.map(\.pointer) == ["/media_ids/1", "/media_ids/2"])
+            let checked = try await storage.posts.mediaIssues(
+                [(0, media[1].rawValue), (1, media[0].rawValue), (2, unknown.rawValue)], tenant: .default)
+            #expect(checked.map(\.pointer) == issues.map(\.pointer))
+            // The free medium stayed free: nothing of the refused post was written.
+            #expect(try await storage.media.find(id: media[1], tenant: .default)?.postID == nil)
+            #expect(try await storage.posts.list(tenant: .default, state: nil, limit: 10, after: nil).data.count == 1)
+        }
+    }
+
+    @Test("an idempotency key replays its post, refuses another payload, and is held while in progress", arguments: Backend.allCases)
+    func idempotency(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let request = PostRequest(text: "once", mediaIDs: [])
+            let key = IdempotencyRecord(key: "k1", requestHash: "h1")
+            guard case .created(let created) = try await storage.posts.create(request, tenant: .default, idempotency: key, now: At.at(1)) else {
+                Issue.record("expected a creation")
+                return
+            }
+            let replay = try await storage.posts.create(request, tenant: .default, idempotency: key, now: At.at(2))
+            guard case .replayed(let replayed) = replay else {
+                Issue.record("expected a replay, got \(replay)")
+                return
+            }
+            #expect(replayed.post.id == created.post.id && replayed.job.id == created.job.id)
+            let other = IdempotencyRecord(key: "k1", requestHash: "h2")
+            #expect(try await storage.posts.create(request, tenant: .default, idempotency: other, now: At.at(3)) == .keyReusedWithOtherPayload)
+            // Keys are per tenant: another tenant's same key is a new post.
+            let tenant = Tenant(uncheckedName: "other")
+            guard case .created(let theirs) = try await storage.posts.create(request, tenant: tenant, idempotency: key, now: At.at(4)) else {
+                Issue.record("another tenant's key is its own")
+                return
+            }
+            #expect(theirs.post.id != created.post.id)
+
+            // A reservation holds the key until it completes or is released.
+            let reserved = IdempotencyRecord(key: "k2", requestHash: "h3")
+            #expect(try await storage.posts.reserve(reserved, tenant: .default, now: At.at(5)) == nil)
+            #expect(try await storage.posts.reserve(reserved, tenant: .default, now: At.at(6)) == .keyInProgress)
+            try await storage.posts.release(reserved, tenant: .default)
+            #expect(try await storage.posts.reserve(reserved, tenant: .default, now: At.at(7)) == nil)
+        }
+    }
+
+    @Test("a tenant sees nothing of another's media, posts and jobs", arguments: Backend.allCases)
+    func tenantsAreApart(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let other = Tenant(uncheckedName: "other")
+            let media = try await fixture.stage(1)
+            let created = try await fixture.create("mine", media: media)
+            #expect(try await storage.media.find(id: media[0], tenant: other) == nil)
+            #expect(try await storage.posts.find(id: created.post.id, tenant: other) == nil)
+            #expect(try await storage.jobs.find(id: created.job.id, tenant: other) == nil)
+            #expect(try storage.statusReader(connections: 1).job(id: created.job.id, tenant: other) == nil)
+            #expect(try await storage.jobs.list(tenant: other, state: nil, limit: 10, after: nil).data.isEmpty)
+            #expect(try await storage.jobs.requestCancel(id: created.job.id, tenant: other, now: At.at(2)) == .notFound)
+            // Another tenant's medium cannot be attached.
+            let request = PostRequest(text: "theirs", mediaIDs: media)
+            guard case .invalid = try await storage.posts.create(request, tenant: other, idempotency: nil, now: At.at(3)) else {
+                Issue.record("another tenant's medium was attached")
+                return
+            }
+        }
+    }
+
+    @Test("jobs are claimed by priority then due time, each once, leased to the runner", arguments: Backend.allCases)
+    func claimOrder(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(2)
+            let low = try await fixture.create("low", priority: .low, at: At.at(1))
+            let normal = try await fixture.create("normal", media: media, at: At.at(2))
+            let high = try await fixture.create("high", priority: .high, at: At.at(3))
+            let claimed = try await storage.jobs.claim(upTo: 2, runner: "a", leaseUntil: At.at(60), now: At.at(4))
+            #expect(claimed.map(\.jobID) == [high.job.id, normal.job.id])
+            #expect(claimed.allSatisfy { $0.attempt == 1 })
+            #expect(claimed[1].media.map(\.mediaID) == media && claimed[1].media.map(\.size) == [100, 101])
+            let rest = try await storage.jobs.claim(upTo: 5, runner: "b", leaseUntil: At.at(60), now: At.at(5))
+            #expect(rest.map(\.jobID) == [low.job.id])
+            #expect(try await storage.jobs.claim(upTo: 5, runner: "c", leaseUntil: At.at(60), now: At.at(6)).isEmpty)
+            let running = try #require(try await storage.jobs.find(id: normal.job.id, tenant: .default))
+            #expect(running.state == .running && running.startedAt == At.at(4))
+            #expect(try await storage.posts.find(id: normal.post.id, tenant: .default)?.state == .publishing)
+        }
+    }
+
+    @Test("a runner that lost its lease changes nothing of the job (fencing); the new holder finishes it", arguments: Backend.allCases)
+    func fencing(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(1)
+            let created = try await fixture.create("fenced", media: media)
+            let first = try await fixture.claim("a", leaseUntil: At.at(10), at: At.at(2))
+            #expect(try await storage.jobs.renewLease(jobID: first.jobID, runner: "a", until: At.at(20)))
+            // Not yet expired at 19 s; expired at 20 s: back to the queue.
+            #expect(try await storage.jobs.reclaimExpired(now: At.at(19)).isEmpty)
+            #expect(try await storage.jobs.reclaimExpired(now: At.at(20)) == [created.job.id])
+            let second = try await fixture.claim("b", leaseUntil: At.at(80), at: At.at(21))
+            #expect(second.jobID == created.job.id && second.attempt == 2)
+
+            let objects = Fixture.objects(first)
+            let failure = Job.Failure(code: .internal, message: "late")
+            #expect(try await storage.jobs.renewLease(jobID: first.jobID, runner: "a", until: At.at(90)) == false)
+            #expect(try await storage.jobs.commit(jobID: first.jobID, runner: "a", objects: objects, now: At.at(22)) == .lostLease)
+            #expect(try await storage.jobs.fail(jobID: first.jobID, runner: "a", error: failure, now: At.at(22)) == .lostLease)
+            #expect(try await storage.jobs.finishCancelled(jobID: first.jobID, runner: "a", now: At.at(22)) == .lostLease)
+            try await storage.jobs.requeue(jobID: first.jobID, runner: "a")
+            let untouched = try #require(try await storage.jobs.find(id: created.job.id, tenant: .default))
+            #expect(untouched.state == .running && untouched.attempt == 2)
+
+            guard case .done(let done) = try await storage.jobs.commit(jobID: second.jobID, runner: "b", objects: objects, now: At.at(23)) else {
+                Issue.record("the holder's commit was refused")
+                return
+            }
+            #expect(done.state == .succeeded && done.finishedAt == At.at(23))
+            let post = try #require(try await storage.posts.find(id: created.post.id, tenant: .default))
+            #expect(post.state == .published && post.publishedAt == At.at(23))
+            #expect(post.media.map(\.url) == [objects[media[0]]?.url] && post.media.allSatisfy { $0.state == .uploaded })
+        }
+    }
+
+    @Test("a commit without every medium's object is refused and writes nothing: no half-published post", arguments: Backend.allCases)
+    func commitNeedsEveryObject(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(2)
+            let created = try await fixture.create("two", media: media)
+            let claimed = try await fixture.claim()
+            var objects = Fixture.objects(claimed)
+            objects[media[1]] = nil
+            await #expect(throws: (any Error).self) {
+                try await storage.jobs.commit(jobID: claimed.jobID, runner: "a", objects: objects, now: At.at(3))
+            }
+            let post = try #require(try await storage.posts.find(id: created.post.id, tenant: .default))
+            #expect(post.state == .publishing && post.publishedAt == nil && post.media.allSatisfy { $0.url == nil })
+            #expect(try await storage.jobs.find(id: created.job.id, tenant: .default)?.state == .running)
+        }
+    }
+
+    @Test("cancelling: at once when queued, by request when running (the commit then refused), never when finished", arguments: Backend.allCases)
+    func cancelling(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let queued = try await fixture.create("queued", at: At.at(1))
+            guard case .cancelledNow(let cancelled) = try await storage.jobs.requestCancel(id: queued.job.id, tenant: .default, now: At.at(2)) else {
+                Issue.record("a queued job is cancelled at once")
+                return
+            }
+            #expect(cancelled.state == .cancelled && cancelled.error?.code == .cancelled)
+            guard case .alreadyCancelled = try await storage.jobs.requestCancel(id: queued.job.id, tenant: .default, now: At.at(3)) else {
+                Issue.record("a cancelled job says so")
+                return
+            }
+
+            let running = try await fixture.create("running", at: At.at(4))
+            let claimed = try await fixture.claim(at: At.at(5))
+            #expect(claimed.jobID == running.job.id)
+            guard case .requested(let requested) = try await storage.jobs.requestCancel(id: running.job.id, tenant: .default, now: At.at(6)) else {
+                Issue.record("a running job's cancel is a request")
+                return
+            }
+            #expect(requested.state == .running && requested.cancelRequested)
+            #expect(try await storage.jobs.isCancelRequested(jobID: running.job.id))
+            #expect(try await storage.jobs.commit(jobID: claimed.jobID, runner: "a", objects: [:], now: At.at(7)) == .cancelRequested)
+            guard case .done(let ended) = try await storage.jobs.finishCancelled(jobID: claimed.jobID, runner: "a", now: At.at(8)) else {
+                Issue.record("the runner ends its cancelled job")
+                return
+            }
+            #expect(ended.state == .cancelled)
+            #expect(try await storage.posts.find(id: running.post.id, tenant: .default)?.state == .cancelled)
+
+            let finished = try await fixture.create("finished", at: At.at(9))
+            let third = try await fixture.claim(at: At.at(10))
+            #expect(try await storage.jobs.commit(jobID: third.jobID, runner: "a", objects: [:], now: At.at(11)) != .lostLease)
+            guard case .finished = try await storage.jobs.requestCancel(id: finished.job.id, tenant: .default, now: At.at(12)) else {
+                Issue.record("a succeeded job cannot be cancelled")
+                return
+            }
+        }
+    }
+
+    @Test("a scheduled job waits for its time, then is promoted with its post", arguments: Backend.allCases)
+    func scheduling(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let later = try await fixture.create("later", scheduledAt: At.at(100), at: At.at(1))
+            #expect(later.job.state == .scheduled && later.post.state == .scheduled)
+            #expect(try await storage.jobs.nextScheduledRunAt() == At.at(100))
+            #expect(try await storage.jobs.claim(upTo: 1, runner: "a", leaseUntil: At.at(200), now: At.at(150)).isEmpty)
+            #expect(try await storage.jobs.promoteDue(now: At.at(99)) == 0)
+            #expect(try await storage.jobs.promoteDue(now: At.at(100)) == 1)
+            #expect(try await storage.jobs.nextScheduledRunAt() == nil)
+            #expect(try await storage.posts.find(id: later.post.id, tenant: .default)?.state == .queued)
+            #expect(try await fixture.claim(at: At.at(101)).jobID == later.job.id)
+        }
+    }
+
+    @Test("every committed change to a job is announced, with a growing version; a failed write announces nothing", arguments: Backend.allCases)
+    func changesAreAnnounced(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(1)
+            var changes = storage.changes.subscribe().makeAsyncIterator()
+            let created = try await fixture.create("announced", media: media)
+            let first = try #require(await changes.next())
+            #expect(first.jobID == created.job.id && first.state == .queued && first.kind == .committed)
+            let claimed = try await fixture.claim()
+            let second = try #require(await changes.next())
+            #expect(second.state == .running && second.version > first.version)
+
+            let generation = storage.changes.generation
+            await #expect(throws: (any Error).self) {
+                try await storage.jobs.commit(jobID: claimed.jobID, runner: "a", objects: [:], now: At.at(3))
+            }
+            #expect(storage.changes.generation == generation)
+
+            // A long-poll waiting for the job wakes with its end.
+            async let woken: Void = storage.changes.waitForChange(of: created.job.id, after: generation, timeout: .seconds(30))
+            _ = try await storage.jobs.commit(jobID: claimed.jobID, runner: "a", objects: Fixture.objects(claimed), now: At.at(4))
+            await woken
+            let third = try #require(await changes.next())
+            #expect(third.state == .succeeded && third.version > second.version)
+            #expect(storage.changes.generation > generation)
+        }
+    }
+
+    @Test("a failed or cancelled post is published again with a new job; a published one is not", arguments: Backend.allCases)
+    func republishing(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(1)
+            let created = try await fixture.create("again", media: media)
+            let claimed = try await fixture.claim()
+            #expect(try await storage.posts.republish(id: created.post.id, tenant: .default, now: At.at(3)) != .notFound)
+            let failure = Job.Failure(code: .uploadFailed, message: "503", mediaID: media[0])
+            _ = try await storage.jobs.fail(jobID: claimed.jobID, runner: "a", error: failure, now: At.at(4))
+            #expect(try await storage.jobs.find(id: created.job.id, tenant: .default)?.error == failure)
+
+            guard case .queued(let again) = try await storage.posts.republish(id: created.post.id, tenant: .default, now: At.at(5)) else {
+                Issue.record("a failed post is published again")
+                return
+            }
+            #expect(again.job.id != created.job.id && again.post.jobID == again.job.id && again.job.state == .queued)
+            #expect(again.job.uploads.map(\.state) == [.pending])
+            let retry = try await fixture.claim(at: At.at(6))
+            _ = try await storage.jobs.commit(jobID: retry.jobID, runner: "a", objects: Fixture.objects(retry), now: At.at(7))
+            guard case .conflict = try await storage.posts.republish(id: created.post.id, tenant: .default, now: At.at(8)) else {
+                Issue.record("a published post is not published again")
+                return
+            }
+            #expect(try await storage.posts.republish(id: PostID.generate(), tenant: .default, now: At.at(9)) == .notFound)
+        }
+    }
+
+    @Test("a post is deleted only when no job of it is active, with its jobs and media", arguments: Backend.allCases)
+    func deletingPosts(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(1)
+            let created = try await fixture.create("gone", media: media)
+            #expect(try await storage.posts.delete(id: created.post.id, tenant: .default) == .active(created.job.id))
+            _ = try await storage.jobs.requestCancel(id: created.job.id, tenant: .default, now: At.at(2))
+            #expect(
+                try await storage.posts.deletionPlan(id: created.post.id, tenant: .default)
+                    == .deletable(objectKeys: [], stagingPaths: ["staging/\(media[0])"]))
+            #expect(try await storage.posts.delete(id: created.post.id, tenant: .default) != .notFound)
+            #expect(try await storage.posts.find(id: created.post.id, tenant: .default) == nil)
+            #expect(try await storage.jobs.find(id: created.job.id, tenant: .default) == nil)
+            #expect(try await storage.media.find(id: media[0], tenant: .default) == nil)
+            #expect(try await storage.posts.delete(id: created.post.id, tenant: .default) == .notFound)
+        }
+    }
+
+    @Test("a staged medium is deleted while unattached, kept while attached, and expires unattached", arguments: Backend.allCases)
+    func stagedMedia(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(3)
+            let created = try await fixture.create("holds one", media: [media[0]])
+            #expect(try await storage.media.deleteStaged(id: media[0], tenant: .default) == .attached(postID: created.post.id))
+            #expect(try await storage.media.deleteStaged(id: media[1], tenant: .default) == .deleted(stagingPath: "staging/\(media[1])"))
+            #expect(try await storage.media.deleteStaged(id: media[1], tenant: .default) == .notFound)
+            #expect(try await storage.media.liveStagingPaths() == ["staging/\(media[0])", "staging/\(media[2])"])
+            #expect(try await storage.media.expireUnattached(createdBy: At.at(0)) == ["staging/\(media[2])"])
+            #expect(try await storage.media.holdings().map(\.mediaID) == [media[0]])
+        }
+    }
+
+    @Test("a job's end writes a delivery to each endpoint that takes its event; attempts are recorded", arguments: Backend.allCases)
+    func webhookOutbox(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let failures = Webhook(id: WebhookID.generate(), url: "https://hooks.example/f", events: [.jobFailed], createdAt: At.at(0))
+            let successes = Webhook(id: WebhookID.generate(), url: "https://hooks.example/s", events: [.jobSucceeded], createdAt: At.at(0))
+            try await storage.webhooks.insert(failures, tenant: .default, secret: "whsec_c2VjcmV0")
+            try await storage.webhooks.insert(successes, tenant: .default, secret: "whsec_c2VjcmV0")
+            #expect(try await storage.webhooks.find(id: failures.id, tenant: .default) == failures)
+            #expect(try await storage.webhooks.find(id: failures.id, tenant: Tenant(uncheckedName: "other")) == nil)
+
+            _ = try await fixture.create("fails")
+            let claimed = try await fixture.claim()
+            _ = try await storage.jobs.fail(jobID: claimed.jobID, runner: "a", error: Job.Failure(code: .internal, message: "x"), now: At.at(3))
+            let due = try await storage.webhooks.due(now: .now(), excluding: [], limit: 10)
+            #expect(due.map(\.webhookID) == [failures.id] && due[0].attempts == 0 && due[0].secret == "whsec_c2VjcmV0")
+            #expect(try await storage.webhooks.due(now: .now(), excluding: [due[0].id], limit: 10).isEmpty)
+
+            let next = Timestamp.now().adding(milliseconds: 60_000)
+            try await storage.webhooks.record(due[0].id, .retry(statusCode: 503, error: "busy", next: next), now: .now())
+            #expect(try await storage.webhooks.due(now: .now(), excluding: [], limit: 10).isEmpty)
+            #expect(try await storage.webhooks.nextDue(excluding: []) == next)
+            try await storage.webhooks.record(due[0].id, .delivered(statusCode: 204), now: .now())
+            #expect(try await storage.webhooks.nextDue(excluding: []) == nil)
+            let deliveries = try #require(try await storage.webhooks.deliveries(of: failures.id, tenant: .default, limit: 10, after: nil))
+            #expect(deliveries.data.map(\.attempts) == [2] && deliveries.data.map(\.status) == [.delivered])
+
+            #expect(try await storage.webhooks.delete(id: failures.id, tenant: .default))
+            #expect(try await storage.webhooks.deliveries(of: failures.id, tenant: .default, limit: 10, after: nil) == nil)
+        }
+    }
+
+    @Test("a failed job's objects are to be deleted after the settle time; a re-publish wants them again", arguments: Backend.allCases)
+    func objectDeletions(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(2)
+            let created = try await fixture.create("left objects", media: media)
+            let claimed = try await fixture.claim()
+            _ = try await storage.jobs.fail(jobID: claimed.jobID, runner: "a", error: Job.Failure(code: .internal, message: "x"), now: At.at(3))
+            #expect(try await storage.objectDeletions.pendingMediaIDs() == media.sorted { $0.rawValue < $1.rawValue })
+            let settled = At.at(3).adding(milliseconds: PendingObjectDeletion.settle)
+            #expect(try await storage.objectDeletions.due(now: At.at(4), limit: 10).isEmpty)
+            let due = try await storage.objectDeletions.due(now: settled, limit: 10)
+            #expect(Set(due.map(\.mediaID)) == Set(media))
+            try await storage.objectDeletions.retry(due[0], at: settled.adding(milliseconds: 1000), error: "503")
+            #expect(try await storage.objectDeletions.isPending(due[1]))
+            try await storage.objectDeletions.done(due[1])
+            #expect(try await storage.objectDeletions.isPending(due[1]) == false)
+            #expect(try await storage.objectDeletions.pendingMediaIDs() == [due[0].mediaID])
+
+            _ = try await storage.posts.republish(id: created.post.id, tenant: .default, now: At.at(5))
+            #expect(try await storage.objectDeletions.pendingMediaIDs().isEmpty)
+            #expect(try await storage.objectDeletions.nextDue() == nil)
+        }
+    }
+
+    @Test("keys: found by their hash, the first made only into an empty table, revoked once, listed newest first", arguments: Backend.allCases)
+    func keys(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let admin = APIKey(id: KeyID.generate(at: At.at(1)), name: "admin", tenant: .default, scope: .admin, createdAt: At.at(1))
+            #expect(try storage.keys.insertIfEmpty(admin, hash: String(repeating: "a", count: 64)))
+            let reader = APIKey(id: KeyID.generate(at: At.at(2)), name: "reader", tenant: .default, scope: .read, createdAt: At.at(2))
+            #expect(try storage.keys.insertIfEmpty(reader, hash: String(repeating: "b", count: 64)) == false)
+            try await storage.keys.insert(reader, hash: String(repeating: "b", count: 64))
+            #expect(try storage.keys.find(hash: String(repeating: "b", count: 64)) == reader)
+            #expect(try storage.keys.find(hash: String(repeating: "c", count: 64)) == nil)
+
+            #expect(try await storage.keys.revoke(id: reader.id, now: At.at(3))?.revokedAt == At.at(3))
+            #expect(try await storage.keys.revoke(id: reader.id, now: At.at(4))?.revokedAt == At.at(3))
+            try await storage.keys.recordUse([admin.id: At.at(5)])
+            try await storage.keys.recordUse([admin.id: At.at(4)])
+            #expect(try await storage.keys.find(id: admin.id)?.lastUsedAt == At.at(5))
+            let page = try await storage.keys.list(limit: 1, after: nil)
+            #expect(page.data.map(\.id) == [reader.id] && page.nextCursor != nil)
+        }
+    }
+}
