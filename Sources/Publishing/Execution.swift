@@ -8,7 +8,7 @@ import Synchronization
 /// One job's run: the parent task that uploads every medium through a bounded task group, then commits or undoes.
 struct Execution: Sendable {
     let job: ClaimedJob
-    let control: JobControl
+    let control: WorkControl
     let jobs: any JobRepository
     let store: any MediaStore
     /// The durable clean-up, whose DELETE of a key an upload of it waits for; nil where none runs (some tests).
@@ -28,51 +28,11 @@ struct Execution: Sendable {
         let message: String
     }
 
-    /// Runs the job to one of its ends. The publish work is cancelled when the control stops it.
+    /// Runs the job to one of its ends. The upload work is cancelled when the control stops it (the ``WorkLoop`` does).
     func run() async -> Outcome {
-        let result: Result<[MediaID: StoredObject], any Error> = await withTaskGroup(
-            of: Result<[MediaID: StoredObject], any Error>?.self
-        ) { scope in
-            scope.addTask { await Result { try await self.uploadAll() } }
-            scope.addTask {
-                await self.watch()
-                return nil
-            }
-            var outcome: Result<[MediaID: StoredObject], any Error> = .failure(CancellationError())
-            while let next = await scope.next() {
-                if let next {
-                    outcome = next
-                    scope.cancelAll()  // the upload work is over: stop the watcher
-                } else {
-                    scope.cancelAll()  // the watcher saw a stop: cancel the uploads, then collect their result
-                }
-            }
-            return outcome
-        }
+        let result = await Result { try await self.uploadAll() }
         // The final writes must happen even though this task may be cancelled: they run in a task of their own.
         return await Task { await self.conclude(result) }.value
-    }
-
-    /// Renews the lease and looks for a cancel made elsewhere until stopped; returns when the job must stop.
-    private func watch() async {
-        while !Task.isCancelled {
-            await control.signal.wait(timeout: configuration.heartbeat)
-            if Task.isCancelled { return }
-            if control.stopReason != nil { return }
-            do {
-                let until = Timestamp.now().adding(configuration.lease)
-                if try await !jobs.renewLease(jobID: job.jobID, runner: runnerID, until: until) {
-                    control.stop(.lostLease)
-                    return
-                }
-                if try await jobs.isCancelRequested(jobID: job.jobID) {
-                    control.stop(.cancelRequested)
-                    return
-                }
-            } catch {
-                logger.warning("lease renewal failed", metadata: ["job_id": "\(job.jobID)", "error": "\(error)"])
-            }
-        }
     }
 
     /// Uploads every medium, at most `uploadConcurrency` at once: the next starts as one finishes.
@@ -147,7 +107,7 @@ struct Execution: Sendable {
             case (_, .shutdown?):
                 try await jobs.requeue(jobID: job.jobID, runner: runnerID)
                 return .requeued
-            case (_, .cancelRequested?):
+            case (_, .stopRequested?):
                 return try await cancelled()
             case (.success(let objects), nil):
                 switch try await jobs.commit(jobID: job.jobID, runner: runnerID, objects: objects, now: .now()) {
@@ -180,7 +140,7 @@ struct Execution: Sendable {
     private func cancelled() async throws -> Outcome {
         await deleteObjects()
         let outcome = try await jobs.finishCancelled(jobID: job.jobID, runner: runnerID, now: .now())
-        if let requested = control.requestedAt.withLock({ $0 }) {
+        if let requested = control.stopTime {
             Timer(label: "herald_cancel_latency_seconds").record(duration: ContinuousClock.now - requested)
         }
         return outcome == .lostLease ? .lostLease : .cancelled

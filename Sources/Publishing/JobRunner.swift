@@ -65,20 +65,14 @@ public struct RunnerConfiguration: Sendable {
 /// A job's uploads run at most `uploadConcurrency` at once; transient failures are retried with backoff; the post is
 /// committed in one transaction only when every upload succeeded. A failure for good cancels the other uploads and
 /// deletes what was stored; so does a cancel by id. On shutdown running jobs get `shutdownGrace`, then are re-queued.
+/// The claims, leases, wake-ups and shutdown are the ``WorkLoop``'s, over the jobs table (``JobQueue``).
 public actor JobRunner: Service {
     private let jobs: any JobRepository
-    private let store: any MediaStore
-    private let cleaner: ObjectCleaner?
     private let configuration: RunnerConfiguration
     private let logger: Logger
     /// This process's name in `jobs.locked_by`.
-    public nonisolated let runnerID = "runner-" + Identifier.generate()
-    private let wakeup = Signal()
-    private var paused = false
-    /// Set from the graceful-shutdown handler, which cannot wait for the actor.
-    private let draining = Atomic(false)
-    /// The jobs this process runs, by id: behind a lock because job changes are heard on the committing thread.
-    private let running = Mutex<[JobID: JobControl]>([:])
+    public nonisolated let runnerID: String
+    private let loop: WorkLoop<JobQueue>
 
     /// - Parameter changes: the committed job changes; the runner wakes for a queued or newly scheduled job and stops
     ///   a job whose cancel was requested, whoever wrote the change.
@@ -87,18 +81,22 @@ public actor JobRunner: Service {
         jobs: any JobRepository, store: any MediaStore, cleaner: ObjectCleaner? = nil, changes: JobChanges, configuration: RunnerConfiguration,
         logger: Logger
     ) {
+        let runnerID = "runner-" + Identifier.generate()
         self.jobs = jobs
-        self.store = store
-        self.cleaner = cleaner
         self.configuration = configuration
         self.logger = logger
-        changes.observe { [weak self] change in
-            guard let self else { return }
+        self.runnerID = runnerID
+        let loop = WorkLoop(
+            queue: JobQueue(jobs: jobs, store: store, cleaner: cleaner, configuration: configuration, runnerID: runnerID, logger: logger),
+            configuration: .init(
+                concurrency: configuration.workers, idle: configuration.reclaimInterval, heartbeat: configuration.heartbeat,
+                shutdownGrace: configuration.shutdownGrace),
+            logger: logger)
+        self.loop = loop
+        changes.observe { change in
             // Queued: claim it; scheduled (a new post for later): its `run_at` may be the next timer.
-            if change.state == .queued || change.state == .scheduled { self.wakeup.fire() }
-            if change.cancelRequested, change.state == .running {
-                self.running.withLock { $0[change.jobID] }?.stop(.cancelRequested)
-            }
+            if change.state == .queued || change.state == .scheduled { loop.wake() }
+            if change.cancelRequested, change.state == .running { loop.stop(change.jobID, .stopRequested) }
         }
     }
 
@@ -106,42 +104,22 @@ public actor JobRunner: Service {
 
     /// Stops claiming and starts the grace period for running jobs: called when shutdown begins, before this
     /// service's own turn (the group stops the HTTP server first, which may take a while).
-    public nonisolated func stopClaiming() {
-        draining.store(true, ordering: .relaxed)
-        wakeup.fire()
-    }
+    public nonisolated func stopClaiming() { loop.stopClaiming() }
 
     /// Stops claiming new jobs; running ones finish.
-    public func pause() { paused = true }
+    public func pause() { loop.isPaused = true }
 
     /// Claims again.
-    public func resume() {
-        paused = false
-        wakeup.fire()
-    }
+    public func resume() { loop.isPaused = false }
 
     /// Whether paused, the worker limit, and the jobs this process runs now.
     public func status() -> (paused: Bool, workers: Int, running: Int) {
-        (paused, configuration.workers, running.withLock { $0.count })
+        (loop.isPaused, configuration.workers, loop.count)
     }
 
     // MARK: The loop
 
     public func run() async throws {
-        await withDiscardingTaskGroup { group in
-            await withGracefulShutdownHandler {
-                await loop(group: &group)
-            } onGracefulShutdown: {
-                self.stopClaiming()
-            }
-            await drain()
-            // Stopped early by `stopClaiming()`: still return only when the group asks (or cancels).
-            try? await gracefulShutdown()
-        }
-        logger.info("job runner stopped")
-    }
-
-    private func loop(group: inout DiscardingTaskGroup) async {
         if configuration.reclaimRunningAtStart {
             do {
                 for jobID in try await jobs.reclaimRunning() {
@@ -151,124 +129,96 @@ public actor JobRunner: Service {
                 logger.error("cannot re-queue the jobs left running", metadata: ["error": "\(error)"])
             }
         }
-        var lastReclaim = ContinuousClock.now - configuration.reclaimInterval
-        // When the earliest scheduled job is due, as last read: unknown at start, so looked for at once.
+        await withGracefulShutdownHandler {
+            await loop.run()
+        } onGracefulShutdown: {
+            self.stopClaiming()
+        }
+        // Stopped early by `stopClaiming()`: still return only when the group asks (or cancels).
+        try? await gracefulShutdown()
+        logger.info("job runner stopped")
+    }
+}
+
+/// The jobs table as a ``WorkQueue``: claims leased to this runner, scheduled jobs promoted when due, expired leases
+/// reclaimed every `reclaimInterval`, a cancel made by another process seen at the lease's renewal.
+final class JobQueue: WorkQueue {
+    private struct State {
+        var lastReclaim: ContinuousClock.Instant?
+        /// When the earliest scheduled job is due, as last read: unknown at start, so looked for at once.
         var nextScheduled: Timestamp? = .now()
-        while !draining.load(ordering: .relaxed), !Task.isCancelled {
-            do {
-                if ContinuousClock.now - lastReclaim >= configuration.reclaimInterval {
-                    lastReclaim = .now
-                    for jobID in try await jobs.reclaimExpired(now: .now()) {
-                        logger.notice("job lease expired: back to queued", metadata: ["job_id": "\(jobID)"])
-                    }
-                }
-                // Only once one is due: the runner wakes at every job's end, and a write each time would queue behind
-                // (and wait for) other transactions' commits.
-                if let nextScheduled, nextScheduled <= .now() { _ = try await jobs.promoteDue(now: .now()) }
-                // As many jobs as there are free workers, in one transaction.
-                while !paused, !draining.load(ordering: .relaxed) {
-                    let free = configuration.workers - running.withLock { $0.count }
-                    guard free > 0 else { break }
-                    let lease = Timestamp.now().adding(configuration.lease)
-                    let claimed = try await jobs.claim(upTo: free, runner: runnerID, leaseUntil: lease, now: .now())
-                    for job in claimed { start(job, in: &group) }
-                    if claimed.count < free { break }
-                }
-            } catch {
-                logger.error("job queue error", metadata: ["error": "\(error)"])
-            }
-            do {
-                nextScheduled = try await jobs.nextScheduledRunAt()
-                await wakeup.wait(timeout: idleTimeout(nextScheduled: nextScheduled))
-            } catch {
-                // Looked for again at the next pass, which comes at the reclaim interval at the latest.
-                nextScheduled = .now()
-                await wakeup.wait(timeout: configuration.reclaimInterval)
-            }
-        }
     }
 
-    /// Until the next scheduled job is due, or the next reclaim pass.
-    private func idleTimeout(nextScheduled: Timestamp?) -> Duration {
-        var timeout = configuration.reclaimInterval
-        if let next = nextScheduled {
-            let millis = max(0, next.milliseconds(since: .now()))
-            timeout = min(timeout, .milliseconds(millis))
-        }
-        return timeout
+    private let jobs: any JobRepository
+    private let store: any MediaStore
+    private let cleaner: ObjectCleaner?
+    private let configuration: RunnerConfiguration
+    private let runnerID: String
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let running = Atomic(0)
+
+    init(
+        jobs: any JobRepository, store: any MediaStore, cleaner: ObjectCleaner?, configuration: RunnerConfiguration, runnerID: String, logger: Logger
+    ) {
+        self.jobs = jobs
+        self.store = store
+        self.cleaner = cleaner
+        self.configuration = configuration
+        self.runnerID = runnerID
+        self.logger = logger
     }
 
-    /// Gives running jobs the grace period, then stops them for re-queueing.
-    private func drain() async {
-        let count = running.withLock { $0.count }
-        guard count > 0 else { return }
-        logger.info("waiting for running jobs", metadata: ["count": "\(count)"])
-        let deadline = ContinuousClock.now + configuration.shutdownGrace
-        while !running.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
-            await wakeup.wait(timeout: deadline - ContinuousClock.now)
-        }
-        for control in running.withLock({ Array($0.values) }) { control.stop(.shutdown) }
-    }
+    func id(of item: ClaimedJob) -> JobID { item.jobID }
 
-    private func start(_ job: ClaimedJob, in group: inout DiscardingTaskGroup) {
-        let control = JobControl()
-        let count = running.withLock { running in
-            running[job.jobID] = control
-            return running.count
-        }
-        Gauge(label: "herald_jobs_running").record(count)
-        logger.info("job started", metadata: ["job_id": "\(job.jobID)", "post_id": "\(job.postID)", "attempt": "\(job.attempt)"])
-        let execution = Execution(
-            job: job,
-            control: control,
-            jobs: jobs,
-            store: store,
-            cleaner: cleaner,
-            configuration: configuration,
-            runnerID: runnerID,
-            logger: logger
-        )
-        group.addTask {
-            let outcome = await execution.run()
-            await self.finished(job.jobID, outcome: outcome)
-        }
-    }
-
-    private func finished(_ jobID: JobID, outcome: Execution.Outcome) {
-        let count = running.withLock { running in
-            running[jobID] = nil
-            return running.count
-        }
-        Gauge(label: "herald_jobs_running").record(count)
-        Counter(label: "herald_jobs_finished_total", dimensions: [("outcome", outcome.rawValue)]).increment()
-        logger.info("job finished", metadata: ["job_id": "\(jobID)", "outcome": "\(outcome.rawValue)"])
-        wakeup.fire()
-    }
-}
-
-/// Why a job's parent task was stopped from outside.
-enum StopReason: Sendable {
-    case cancelRequested
-    case shutdown
-    case lostLease
-}
-
-/// A running job's stop switch: the first reason wins, and the signal cancels its parent task.
-final class JobControl: Sendable {
-    let signal = Signal()
-    private let reason = Mutex<StopReason?>(nil)
-    let requestedAt = Mutex<ContinuousClock.Instant?>(nil)
-
-    func stop(_ why: StopReason) {
-        let first = reason.withLock { reason -> Bool in
-            guard reason == nil else { return false }
-            reason = why
+    func prepare(now: Timestamp) async throws {
+        let reclaim = state.withLock { state in
+            guard state.lastReclaim.map({ ContinuousClock.now - $0 >= configuration.reclaimInterval }) ?? true else { return false }
+            state.lastReclaim = .now
             return true
         }
-        guard first else { return }
-        if why == .cancelRequested { requestedAt.withLock { $0 = .now } }
-        signal.fire()
+        if reclaim {
+            for jobID in try await jobs.reclaimExpired(now: now) {
+                logger.notice("job lease expired: back to queued", metadata: ["job_id": "\(jobID)"])
+            }
+        }
+        // Only once one is due: the runner wakes at every job's end, and a write each time would queue behind (and
+        // wait for) other transactions' commits.
+        if let next = state.withLock({ $0.nextScheduled }), next <= now { _ = try await jobs.promoteDue(now: now) }
     }
 
-    var stopReason: StopReason? { reason.withLock { $0 } }
+    func claim(upTo limit: Int, inHand: Set<JobID>, now: Timestamp) async throws -> [ClaimedJob] {
+        try await jobs.claim(upTo: limit, runner: runnerID, leaseUntil: now.adding(configuration.lease), now: now)
+    }
+
+    func nextDue(inHand: Set<JobID>) async throws -> Timestamp? {
+        do {
+            let next = try await jobs.nextScheduledRunAt()
+            state.withLock { $0.nextScheduled = next }
+            return next
+        } catch {
+            // Looked for again at the next pass.
+            state.withLock { $0.nextScheduled = .now() }
+            throw error
+        }
+    }
+
+    func renew(_ item: ClaimedJob) async throws -> WorkLoop<JobQueue>.Renewal {
+        guard try await jobs.renewLease(jobID: item.jobID, runner: runnerID, until: Timestamp.now().adding(configuration.lease)) else {
+            return .lost
+        }
+        return try await jobs.isCancelRequested(jobID: item.jobID) ? .stopRequested : .held
+    }
+
+    func work(_ job: ClaimedJob, control: WorkControl) async {
+        Gauge(label: "herald_jobs_running").record(running.add(1, ordering: .relaxed).newValue)
+        logger.info("job started", metadata: ["job_id": "\(job.jobID)", "post_id": "\(job.postID)", "attempt": "\(job.attempt)"])
+        let execution = Execution(
+            job: job, control: control, jobs: jobs, store: store, cleaner: cleaner, configuration: configuration, runnerID: runnerID,
+            logger: logger)
+        let outcome = await execution.run()
+        Gauge(label: "herald_jobs_running").record(running.subtract(1, ordering: .relaxed).newValue)
+        Counter(label: "herald_jobs_finished_total", dimensions: [("outcome", outcome.rawValue)]).increment()
+        logger.info("job finished", metadata: ["job_id": "\(job.jobID)", "outcome": "\(outcome.rawValue)"])
+    }
 }

@@ -45,37 +45,83 @@ public struct WebhookConfiguration: Sendable {
 }
 
 /// Sends the webhook deliveries the outbox holds: a `Service` that wakes when a job's end wrote deliveries, when an
-/// attempt finishes, and when the next retry is due; never on a polling timer.
+/// attempt finishes, and when the next retry is due; never on a polling timer. Its loop is the ``WorkLoop``, over
+/// the outbox (``DeliveryQueue``).
 ///
 /// Each attempt resolves the endpoint's host again and checks every address (``WebhookTarget``), then connects to
 /// the checked address: http through one shared client, the URL's host replaced by the address and kept in `Host`;
 /// https through a client made for the attempt whose `dnsOverride` maps the host to the address, so the TLS server
 /// name and certificate check stay the host's. Redirects are not followed.
 public final class WebhookDispatcher: Service, Sendable {
-    private let webhooks: any WebhookRepository
-    private let configuration: WebhookConfiguration
-    private let resolver: any HostResolver
+    private let queue: DeliveryQueue
+    private let loop: WorkLoop<DeliveryQueue>
     private let logger: Logger
-    private let client: HTTPClient
-    private let wake = Signal()
-    private let stopping = Atomic(false)
-    /// The deliveries being attempted now.
-    private let inFlight = Mutex(Set<DeliveryID>())
-    private let observers = Mutex([@Sendable (DeliveryID, DeliveryOutcome) -> Void]())
-    private let userAgent: String
 
     init(
         webhooks: any WebhookRepository, changes: JobChanges, configuration: WebhookConfiguration, resolver: any HostResolver,
         version: String, logger: Logger
     ) {
+        let queue = DeliveryQueue(webhooks: webhooks, configuration: configuration, resolver: resolver, version: version, logger: logger)
+        let loop = WorkLoop(
+            queue: queue,
+            // Woken by every event that can make a delivery due, and by the next retry's time: the idle sleep is long.
+            configuration: .init(concurrency: configuration.concurrency, idle: .seconds(3600), shutdownGrace: configuration.shutdownGrace),
+            logger: logger)
+        self.queue = queue
+        self.loop = loop
+        self.logger = logger
+        // A job's end wrote deliveries in its transaction (jobs of tenants without webhooks wake nothing).
+        changes.observeDeliveries { loop.wake() }
+    }
+
+    /// Calls `observer` after each attempt is recorded, with what it came to (metrics, tests).
+    public func observe(_ observer: @escaping @Sendable (DeliveryID, DeliveryOutcome) -> Void) {
+        queue.observers.withLock { $0.append(observer) }
+    }
+
+    public func run() async throws {
+        // Attempts still running when the grace ends are cancelled, not recorded: the next start sends them again.
+        await withGracefulShutdownHandler {
+            await loop.run()
+        } onGracefulShutdown: {
+            self.loop.stopClaiming()
+        }
+        try? await queue.client.shutdown()
+        logger.info("webhook dispatcher stopped")
+    }
+}
+
+/// The outbox as a ``WorkQueue``: pending deliveries by due time, those in hand left out; one attempt each.
+final class DeliveryQueue: WorkQueue {
+    private let webhooks: any WebhookRepository
+    private let configuration: WebhookConfiguration
+    private let resolver: any HostResolver
+    private let logger: Logger
+    let client: HTTPClient
+    let observers = Mutex([@Sendable (DeliveryID, DeliveryOutcome) -> Void]())
+    private let userAgent: String
+
+    init(webhooks: any WebhookRepository, configuration: WebhookConfiguration, resolver: any HostResolver, version: String, logger: Logger) {
         self.webhooks = webhooks
         self.configuration = configuration
         self.resolver = resolver
         self.logger = logger
         self.userAgent = "herald/\(version)"
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.clientConfiguration(configuration, dnsOverride: [:]))
-        // A job's end wrote deliveries in its transaction (jobs of tenants without webhooks wake nothing).
-        changes.observeDeliveries { [wake] in wake.fire() }
+    }
+
+    func id(of item: PendingDelivery) -> DeliveryID { item.id }
+
+    func claim(upTo limit: Int, inHand: Set<DeliveryID>, now: Timestamp) async throws -> [PendingDelivery] {
+        try await webhooks.due(now: now, excluding: inHand, limit: limit)
+    }
+
+    func nextDue(inHand: Set<DeliveryID>) async throws -> Timestamp? {
+        try await webhooks.nextDue(excluding: inHand)
+    }
+
+    func work(_ delivery: PendingDelivery, control: WorkControl) async {
+        await attempt(delivery)
     }
 
     private static func clientConfiguration(_ configuration: WebhookConfiguration, dnsOverride: [String: String]) -> HTTPClient.Configuration {
@@ -87,63 +133,6 @@ public final class WebhookDispatcher: Service, Sendable {
         if let tls = configuration.tls { client.tlsConfiguration = tls }
         client.httpVersion = .http1Only
         return client
-    }
-
-    /// Calls `observer` after each attempt is recorded, with what it came to (metrics, tests).
-    public func observe(_ observer: @escaping @Sendable (DeliveryID, DeliveryOutcome) -> Void) {
-        observers.withLock { $0.append(observer) }
-    }
-
-    // MARK: The loop
-
-    public func run() async throws {
-        await withDiscardingTaskGroup { group in
-            await withGracefulShutdownHandler {
-                await loop(group: &group)
-            } onGracefulShutdown: {
-                self.stopping.store(true, ordering: .relaxed)
-                self.wake.fire()
-            }
-            await drain()
-            group.cancelAll()
-        }
-        try? await client.shutdown()
-        logger.info("webhook dispatcher stopped")
-    }
-
-    private func loop(group: inout DiscardingTaskGroup) async {
-        while !stopping.load(ordering: .relaxed), !Task.isCancelled {
-            var timeout = Duration.seconds(3600)
-            do {
-                let busy = inFlight.withLock { $0 }
-                let free = configuration.concurrency - busy.count
-                if free > 0 {
-                    for delivery in try await webhooks.due(now: .now(), excluding: busy, limit: free) {
-                        inFlight.withLock { _ = $0.insert(delivery.id) }
-                        group.addTask {
-                            await self.attempt(delivery)
-                            self.inFlight.withLock { _ = $0.remove(delivery.id) }
-                            self.wake.fire()
-                        }
-                    }
-                }
-                if let next = try await webhooks.nextDue(excluding: inFlight.withLock { $0 }) {
-                    timeout = .milliseconds(max(0, next.milliseconds(since: .now())))
-                }
-            } catch {
-                logger.error("webhook outbox error", metadata: ["error": "\(error)"])
-                timeout = .seconds(5)
-            }
-            await wake.wait(timeout: max(timeout, .milliseconds(1)))
-        }
-    }
-
-    /// Gives the attempts in flight the grace period.
-    private func drain() async {
-        let deadline = ContinuousClock.now + configuration.shutdownGrace
-        while !inFlight.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
-            await wake.wait(timeout: deadline - ContinuousClock.now)
-        }
     }
 
     // MARK: One attempt
