@@ -119,12 +119,14 @@ public struct Application: Sendable {
                 shutdownGrace: .seconds(configuration.shutdownGrace), tls: configuration.webhookTLS),
             resolver: configuration.webhookResolver, version: HeraldConfiguration.version, logger: logger)
         WebhookRoutes(
-            webhooks: storage.webhooks, resolver: configuration.webhookResolver, allowPrivate: configuration.webhookAllowPrivate
+            service: WebhookService(
+                webhooks: storage.webhooks, resolver: configuration.webhookResolver, allowPrivate: configuration.webhookAllowPrivate)
         ).register(in: &router)
         OperationsRoutes(storage: storage, store: store, jobs: storage.jobs, readiness: readiness, registry: metrics)
             .register(in: &router)
         DashboardRoutes().register(in: &router)
-        MediaRoutes(repository: storage.media, staging: staging, maxMediaBytes: configuration.maxMediaBytes).register(in: &router)
+        MediaRoutes(service: MediaService(media: storage.media, staging: staging), maxMediaBytes: configuration.maxMediaBytes)
+            .register(in: &router)
         // The way a publish takes: route -> service -> repository -> (the runner claims the job) -> media store.
         PostRoutes(
             service: PostService(
@@ -144,7 +146,7 @@ public struct Application: Sendable {
             ),
             events: events
         ).register(in: &router)
-        QueueRoutes(jobs: storage.jobs, runner: runner).register(in: &router)
+        QueueRoutes(service: QueueService(jobs: storage.jobs, runner: runner)).register(in: &router)
 
         let server = Server(
             router: router,

@@ -23,6 +23,8 @@ public struct Router: Sendable {
         public let template: String
         /// Body bytes accepted; `nil` means the server's default.
         public let maxBodySize: Int?
+        /// What a caller needs to be let in, in the gate's terms (say an OAuth-style scope); nil when none was declared.
+        public let requirement: String?
         let handler: Handler
         let immediate: ImmediateHandler?
     }
@@ -80,6 +82,7 @@ public struct Router: Sendable {
     public mutating func on(
         _ method: HTTPRequest.Method,
         _ template: String,
+        requires requirement: String? = nil,
         maxBodySize: Int? = nil,
         immediate: ImmediateHandler? = nil,
         use handler: @escaping Handler
@@ -114,7 +117,8 @@ public struct Router: Sendable {
             }
             return node
         }
-        node.set(Route(method: method, template: template, maxBodySize: maxBodySize, handler: handler, immediate: immediate))
+        node.set(
+            Route(method: method, template: template, maxBodySize: maxBodySize, requirement: requirement, handler: handler, immediate: immediate))
     }
 
     public mutating func get(_ template: String, immediate: ImmediateHandler? = nil, use handler: @escaping Handler) {

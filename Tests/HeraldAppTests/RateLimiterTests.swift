@@ -1,5 +1,6 @@
 import HTTPTypes
 import HeraldCore
+import MicroHTTP
 import Testing
 
 @testable import HeraldApp
@@ -60,12 +61,39 @@ struct RateLimiterTests {
         }
     }
 
-    @Test(arguments: [
-        ("GET", "/v1/jobs/{id}", Scope.read), ("POST", "/v1/media", .publish), ("DELETE", "/v1/jobs/{id}", .publish),
-        ("GET", "/v1/keys", .admin), ("POST", "/v1/queue/pause", .admin), ("GET", "/v1/queue", .read),
-    ])
-    func theScopeACallNeeds(method: String, template: String, scope: Scope) {
-        #expect(AccessGate.scope(method: .init(method)!, template: template) == scope)
+    @Test("each route declares the scope it needs where it is registered; the gate checks that one")
+    func theScopeACallNeeds() async throws {
+        try await withHerald { _, _, application in
+            let expected: [(HTTPRequest.Method, String, Scope)] = [
+                (.get, "/v1/jobs/j1", .read), (.post, "/v1/media", .publish), (.delete, "/v1/jobs/j1", .publish), (.get, "/v1/keys", .admin),
+                (.post, "/v1/queue/pause", .admin), (.get, "/v1/queue", .read), (.post, "/v1/posts/p1/publish", .publish),
+                (.delete, "/v1/keys/k1", .admin), (.get, "/v1/webhooks/w1/deliveries", .read),
+            ]
+            for (method, path, scope) in expected {
+                guard case .found(let route, _) = application.router.match(method, path: Substring(path)) else {
+                    Issue.record("\(method) \(path) is not routed")
+                    continue
+                }
+                #expect(route.requirement == scope.rawValue, "\(method) \(path)")
+            }
+        }
+    }
+
+    @Test("a /v1/ route registered without a scope needs admin: the gate fails closed")
+    func anUndeclaredRouteNeedsAdmin() throws {
+        var router = Router()
+        router.on(.post, "/v1/new-admin-thing") { _ in Response(status: .noContent) }
+        guard case .found(let route, _) = router.match(.post, path: "/v1/new-admin-thing") else {
+            Issue.record("not routed")
+            return
+        }
+        let gate = AccessGate(mode: .off, requestsPerSecond: 0, failuresPerMinute: 0)
+        var request = Request(head: HTTPRequest(method: .post, scheme: "http", authority: "localhost", path: "/v1/new-admin-thing"))
+        for scope in Scope.allCases {
+            request.principal = Caller(tenant: .default, scope: scope, keyID: nil)
+            let refusal = gate.authorize(request, route: route)
+            #expect((refusal?.status == .forbidden) == (scope != .admin), "\(scope)")
+        }
     }
 
     @Test func keysHaveTheirShape() {

@@ -80,7 +80,8 @@ public final class AccessGate: Gate {
     }
 
     public func authorize(_ request: Request, route: Router.Route) -> HTTPError? {
-        let needed = Self.scope(method: route.method, template: route.template)
+        // Declared where the route is registered (`Router.api`); a route that declares none needs `admin`.
+        let needed = route.requirement.flatMap(Scope.init(rawValue:)) ?? .admin
         // Every key may read: the status poll's path ends here, before any cast.
         guard needed > .read, let caller = request.principal as? Caller, !caller.scope.allows(needed) else { return nil }
         return HTTPError(
@@ -94,14 +95,6 @@ public final class AccessGate: Gate {
         return path.utf8.withContiguousStorageIfAvailable { bytes in
             bytes.starts(with: prefix) && (bytes.count == prefix.count || bytes[prefix.count] == UInt8(ascii: "/"))
         } ?? (path == "/v1" || path.hasPrefix("/v1/"))
-    }
-
-    /// The scope a call needs: `admin` for `/v1/keys` and pausing or resuming the queue, `read` for other reads,
-    /// `publish` for other writes.
-    static func scope(method: HTTPRequest.Method, template: String) -> Scope {
-        if template.utf8.starts(with: "/v1/keys".utf8) { return .admin }
-        if method == .get || method == .head { return .read }
-        return template == "/v1/queue/pause" || template == "/v1/queue/resume" ? .admin : .publish
     }
 
     /// The first `Authorization` field's value (no joining of repeated fields, as the subscript would).

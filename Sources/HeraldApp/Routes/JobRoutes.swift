@@ -9,34 +9,34 @@ struct JobRoutes {
     let events: EventStreams
 
     func register(in router: inout Router) {
-        router.get("/v1/jobs") { request in
-            .json(try await service.list(try ListParameters(request, states: JobState.self), tenant: try request.caller().tenant))
+        router.api(.get, "/v1/jobs", scope: .read) { request, caller in
+            .json(try await service.list(try ListParameters(request, states: JobState.self), tenant: caller.tenant))
         }
         // A plain status poll is answered on the HTTP thread; a long-poll (?wait=N, N > 0) waits in a task.
-        router.get(
-            "/v1/jobs/{id}",
-            immediate: { request in
+        router.api(
+            .get, "/v1/jobs/{id}", scope: .read,
+            immediate: { request, caller in
                 guard try Self.wait(request.queryValue("wait")) == 0 else { return nil }
-                return Self.response(try service.current(try request.parameters.require("id"), tenant: try request.caller().tenant))
+                return Self.response(try service.current(try request.parameters.require("id"), tenant: caller.tenant))
             }
-        ) { request in
+        ) { request, caller in
             let wait = try Self.wait(request.queryValue("wait"))
             let id = try request.parameters.require("id")
-            return Self.response(try await service.job(id, tenant: try request.caller().tenant, waitingUpTo: .seconds(wait)))
+            return Self.response(try await service.job(id, tenant: caller.tenant, waitingUpTo: .seconds(wait)))
         }
-        router.get("/v1/jobs/{id}/events") { request in
+        router.api(.get, "/v1/jobs/{id}/events", scope: .read) { request, caller in
             try await events.job(
-                try request.parameters.require("id"), tenant: try request.caller().tenant,
+                try request.parameters.require("id"), tenant: caller.tenant,
                 lastEventID: request.head.headerFields[.lastEventID].flatMap { Int($0.trimmingPrefix(" ")) })
         }
-        router.get("/v1/events") { request in
-            try events.tenant(try request.caller().tenant)
+        router.api(.get, "/v1/events", scope: .read) { request, caller in
+            try events.tenant(caller.tenant)
         }
-        router.post("/v1/jobs/{id}/cancel") { request in
-            try await cancel(try request.parameters.require("id"), tenant: try request.caller().tenant)
+        router.api(.post, "/v1/jobs/{id}/cancel", scope: .publish) { request, caller in
+            try await cancel(try request.parameters.require("id"), tenant: caller.tenant)
         }
-        router.delete("/v1/jobs/{id}") { request in
-            try await cancel(try request.parameters.require("id"), tenant: try request.caller().tenant)
+        router.api(.delete, "/v1/jobs/{id}", scope: .publish) { request, caller in
+            try await cancel(try request.parameters.require("id"), tenant: caller.tenant)
         }
     }
 

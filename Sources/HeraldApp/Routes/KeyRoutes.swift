@@ -2,14 +2,8 @@ import HTTPTypes
 import HeraldCore
 import MicroHTTP
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
-/// `POST /v1/keys`, `GET /v1/keys`, `DELETE /v1/keys/{id}`: admin keys manage every tenant's keys (the gate
-/// asks for `admin` on every `/v1/keys` call).
+/// `POST /v1/keys`, `GET /v1/keys`, `DELETE /v1/keys/{id}`: admin keys manage every tenant's keys (each
+/// route declares the `admin` scope).
 struct KeyRoutes {
     let service: KeyService
 
@@ -17,7 +11,7 @@ struct KeyRoutes {
     static let maxBodyBytes = 4 << 10
 
     func register(in router: inout Router) {
-        router.post("/v1/keys", maxBodySize: Self.maxBodyBytes) { request in
+        router.api(.post, "/v1/keys", scope: .admin, maxBodySize: Self.maxBodyBytes) { request, caller in
             let draft: Draft = try await JSONRequest.decode(request, upTo: Self.maxBodyBytes, shape: Self.shape)
             let created: CreatedKey
             do throws(KeyError) {
@@ -31,11 +25,11 @@ struct KeyRoutes {
             }
             return .json(created, status: .created, headerFields: [.location: "/v1/keys/\(created.key.id)", .cacheControl: "no-store"])
         }
-        router.get("/v1/keys") { request in
+        router.api(.get, "/v1/keys", scope: .admin) { request, caller in
             let query = try ListParameters(unfiltered: request, of: "keys")
             return .json(try await service.list(limit: query.limit, after: query.cursor))
         }
-        router.delete("/v1/keys/{id}") { request in
+        router.api(.delete, "/v1/keys/{id}", scope: .admin) { request, caller in
             let id = try request.parameters.require("id")
             guard try await service.revoke(id) != nil else { throw HTTPError.unknown("key", id) }
             return Response(status: .noContent)

@@ -1,6 +1,5 @@
 import HTTPTypes
 import HeraldCore
-import HeraldStorage
 import MicroHTTP
 
 #if canImport(FoundationEssentials)
@@ -9,11 +8,13 @@ import MicroHTTP
     import Foundation
 #endif
 
-/// `POST /v1/media`, `GET /v1/media/{id}`, `DELETE /v1/media/{id}`.
+/// `POST /v1/media`, `GET /v1/media/{id}`, `DELETE /v1/media/{id}`: the body streamed to the staging area, then
+/// ``MediaService`` calls.
 struct MediaRoutes {
-    let repository: any MediaRepository
-    let staging: StagingArea
+    let service: MediaService
     let maxMediaBytes: Int
+
+    private var staging: StagingArea { service.staging }
 
     /// Alt text longer than this is refused (Mastodon's limit).
     static let maxDescriptionLength = 1500
@@ -21,35 +22,19 @@ struct MediaRoutes {
     static let multipartOverhead = 64 << 10
 
     func register(in router: inout Router) {
-        router.post("/v1/media", maxBodySize: maxMediaBytes + Self.multipartOverhead) { request in
-            try await upload(request)
+        router.api(.post, "/v1/media", scope: .publish, maxBodySize: maxMediaBytes + Self.multipartOverhead) { request, caller in
+            try await upload(request, tenant: caller.tenant)
         }
-        router.get("/v1/media/{id}") { request in
-            let id = try request.parameters.require("id")
-            guard let mediaID = MediaID(validating: id), let media = try await repository.find(id: mediaID, tenant: try request.caller().tenant)
-            else {
-                throw HTTPError.unknown("media", id)
-            }
-            return .json(media)
+        router.api(.get, "/v1/media/{id}", scope: .read) { request, caller in
+            .json(try await service.find(try request.parameters.require("id"), tenant: caller.tenant))
         }
-        router.delete("/v1/media/{id}") { request in
-            let id = try request.parameters.require("id")
-            guard let mediaID = MediaID(validating: id) else { throw HTTPError.unknown("media", id) }
-            switch try await repository.deleteStaged(id: mediaID, tenant: try request.caller().tenant) {
-            case .deleted(let stagingPath):
-                staging.remove(stagingPath)
-                return Response(status: .noContent)
-            case .notFound:
-                throw HTTPError.unknown("media", id)
-            case .attached(let postID):
-                // The post is the caller's own: attached media belong to the tenant that attached them.
-                throw HTTPError(.conflict, detail: "media \(id) is attached to post \(postID)")
-            }
+        router.api(.delete, "/v1/media/{id}", scope: .publish) { request, caller in
+            try await service.delete(try request.parameters.require("id"), tenant: caller.tenant)
+            return Response(status: .noContent)
         }
     }
 
-    private func upload(_ request: Request) async throws -> Response {
-        let tenant = try request.caller().tenant
+    private func upload(_ request: Request, tenant: Tenant) async throws -> Response {
         try staging.ensureSpace(for: request.declaredLength)
         let contentType = request.head.headerFields[.contentType] ?? ""
         let id = MediaID.generate()
@@ -67,20 +52,12 @@ struct MediaRoutes {
         }
         do {
             try Self.checkDescription(description)
-            let media = Media(
-                id: id,
-                contentType: type,
-                size: Int64(staged.size),
-                sha256: staged.sha256,
-                description: description,
-                createdAt: Timestamp.now()
-            )
-            try await repository.insert(media, tenant: tenant, stagingPath: staged.relativePath)
-            return .json(media, status: .created, headerFields: [.location: "/v1/media/\(id)"])
         } catch {
             staging.remove(staged.relativePath)
             throw error
         }
+        let media = try await service.record(id, type: type, staged: staged, description: description, tenant: tenant)
+        return .json(media, status: .created, headerFields: [.location: "/v1/media/\(id)"])
     }
 
     /// 422 for a description over the limit, counted in Unicode code points (as JSON Schema's `maxLength` counts).

@@ -20,8 +20,8 @@ struct PostRoutes {
 
     func register(in router: inout Router) {
         let formLimit = maxMediaBytes * service.maxMediaPerPost + MediaRoutes.multipartOverhead
-        router.post("/v1/posts", maxBodySize: max(formLimit, Self.maxJSONBytes)) { request in
-            let tenant = try request.caller().tenant
+        router.api(.post, "/v1/posts", scope: .publish, maxBodySize: max(formLimit, Self.maxJSONBytes)) { request, caller in
+            let tenant = caller.tenant
             let key = try Self.idempotencyKey(request.head.headerFields[.idempotencyKey])
             let contentType = request.head.headerFields[.contentType] ?? ""
             let created: PostAndJob
@@ -40,18 +40,18 @@ struct PostRoutes {
             }
             return Self.accepted(created)
         }
-        router.get("/v1/posts") { request in
-            .json(try await service.list(try ListParameters(request, states: PostState.self), tenant: try request.caller().tenant))
+        router.api(.get, "/v1/posts", scope: .read) { request, caller in
+            .json(try await service.list(try ListParameters(request, states: PostState.self), tenant: caller.tenant))
         }
-        router.get("/v1/posts/{id}") { request in
-            .json(try await service.find(try request.parameters.require("id"), tenant: try request.caller().tenant))
+        router.api(.get, "/v1/posts/{id}", scope: .read) { request, caller in
+            .json(try await service.find(try request.parameters.require("id"), tenant: caller.tenant))
         }
-        router.delete("/v1/posts/{id}") { request in
-            try await service.delete(try request.parameters.require("id"), tenant: try request.caller().tenant)
+        router.api(.delete, "/v1/posts/{id}", scope: .publish) { request, caller in
+            try await service.delete(try request.parameters.require("id"), tenant: caller.tenant)
             return Response(status: .noContent)
         }
-        router.post("/v1/posts/{id}/publish") { request in
-            Self.accepted(try await service.republish(try request.parameters.require("id"), tenant: try request.caller().tenant))
+        router.api(.post, "/v1/posts/{id}/publish", scope: .publish) { request, caller in
+            Self.accepted(try await service.republish(try request.parameters.require("id"), tenant: caller.tenant))
         }
     }
 

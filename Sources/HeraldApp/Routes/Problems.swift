@@ -8,10 +8,10 @@ extension ServiceError: HTTPErrorConvertible {
         switch self {
         case .notFound(let kind, let id):
             HTTPError.unknown(kind, id)
-        case .invalid(let issues):
+        case .invalid(let issues, let subject):
             HTTPError(
                 .unprocessableContent,
-                detail: issues.count == 1 ? "The post has 1 problem." : "The post has \(issues.count) problems.",
+                detail: issues.count == 1 ? "The \(subject) has 1 problem." : "The \(subject) has \(issues.count) problems.",
                 errors: issues.map { HTTPError.FieldError(pointer: $0.pointer, detail: $0.detail) }
             )
         case .conflict(let reason):

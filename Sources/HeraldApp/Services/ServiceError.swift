@@ -4,8 +4,8 @@ import HeraldCore
 enum ServiceError: Error, Equatable {
     /// No such thing, or an id that cannot name one (404).
     case notFound(kind: String, id: String)
-    /// Every problem with the request, in field order (422).
-    case invalid([ValidationIssue])
+    /// Every problem with the request, in field order (422); `subject` names what was sent ("post", "webhook").
+    case invalid([ValidationIssue], subject: String = "post")
     /// The thing is not in a state that allows it (409).
     case conflict(String)
     /// The `Idempotency-Key` was used for a different payload (422).
