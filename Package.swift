@@ -49,11 +49,14 @@ let package = Package(
         .target(name: "Platform", swiftSettings: swiftSettings),
         /// `Synchronization.Mutex`'s stand-in in ThreadSanitizer builds (`-DHERALD_TSAN`), which TSan can see; empty otherwise.
         .target(name: "Locking", swiftSettings: swiftSettings),
+        /// JSON string escaping, the one rule for every JSON text written by hand (responses, access log, problems).
+        .target(name: "JSONText", swiftSettings: swiftSettings),
 
         /// The HTTP server: libmicrohttpd driven from Swift concurrency. Knows nothing about posts.
         .target(
             name: "MicroHTTP",
             dependencies: [
+                "JSONText",
                 "Locking",
                 "Platform",
                 "CMicroHTTPD",
@@ -65,7 +68,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         /// The domain: media, posts, jobs, their states and rules, and their JSON shapes. No HTTP, no SQL.
-        .target(name: "HeraldCore", dependencies: ["Locking"], swiftSettings: swiftSettings),
+        .target(name: "HeraldCore", dependencies: ["JSONText", "Locking"], swiftSettings: swiftSettings),
         /// Storage as protocols (the repositories, the status reader) and what every backend shares: the feed of
         /// committed changes, the uploads' live progress. No SQL.
         .target(
@@ -217,7 +220,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport", "JSONText"], swiftSettings: swiftSettings),
         .testTarget(
             name: "PublishingTests",
             dependencies: [

@@ -24,6 +24,7 @@ public struct APIClient: Sendable {
     private let key: String?
     private let http: HTTPClient
     private static let decoder = JSONDecoder()
+    private static let encoder = JSONEncoder()
 
     /// A client of the Herald at `server` that sends `key`; `http` is owned by the caller (shut it down after use).
     public init(server: String, key: String?, http: HTTPClient) {
@@ -60,24 +61,9 @@ public struct APIClient: Sendable {
         var request = makeRequest(.POST, "/v1/posts")
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "Idempotency-Key", value: idempotencyKey)
-        var body = JSONWriter()
-        body.beginObject()
-        body.key("text")
-        body.string(text)
-        body.key("media_ids")
-        body.beginArray()
-        for id in mediaIDs { body.string(id) }
-        body.endArray()
-        if let scheduledAt {
-            body.key("scheduled_at")
-            body.string(scheduledAt)
-        }
-        if let priority {
-            body.key("priority")
-            body.string(priority)
-        }
-        body.endObject()
-        request.body = .bytes(ByteBuffer(bytes: body.bytes))
+        // The draft's own Codable form: the body the server decodes with the same type.
+        let body = try Self.encoder.encode(PostDraft(text: text, mediaIDs: mediaIDs, scheduledAt: scheduledAt, priority: priority))
+        request.body = .bytes(ByteBuffer(bytes: body))
         return try await decode(PostAndJob.self, from: send(request))
     }
 

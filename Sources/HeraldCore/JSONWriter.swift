@@ -1,3 +1,5 @@
+import JSONText
+
 /// Writes JSON text straight into bytes, for the hottest responses: `JSONEncoder` costs tens of µs for a job.
 ///
 /// It writes what it is told, in order: callers write each key once and keep objects balanced.
@@ -156,27 +158,7 @@ public struct JSONWriter: ~Copyable {
     }
 
     private mutating func escape(_ byte: UInt8) {
-        let escaped: UInt8
-        switch byte {
-        case UInt8(ascii: "\""): escaped = UInt8(ascii: "\"")
-        case UInt8(ascii: "\\"): escaped = UInt8(ascii: "\\")
-        case 0x0A: escaped = UInt8(ascii: "n")
-        case 0x0D: escaped = UInt8(ascii: "r")
-        case 0x09: escaped = UInt8(ascii: "t")
-        case 0x08: escaped = UInt8(ascii: "b")
-        case 0x0C: escaped = UInt8(ascii: "f")
-        case 0..<0x20:
-            let (high, low) = Hex.digits(of: byte)
-            put(UnsafeBufferPointer(start: ("\\u00" as StaticString).utf8Start, count: 4))
-            put(high)
-            put(low)
-            return
-        default:
-            put(byte)
-            return
-        }
-        put(UInt8(ascii: "\\"))
-        put(escaped)
+        JSONEscaping.escape(byte) { put($0) }
     }
 
     /// Whether `utf8` holds no byte JSON escapes (a control character, `"` or `\`), checked eight bytes at a time.

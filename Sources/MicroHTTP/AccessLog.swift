@@ -1,3 +1,4 @@
+import JSONText
 import Platform
 import Synchronization
 
@@ -201,26 +202,8 @@ public final class AccessLog: Sendable {
         bytes.append(UInt8(ascii: "0") + UInt8(value % 10))
     }
 
-    /// `text` as a JSON string literal, escaped as `JSONWriter` escapes (so a line equals `JSONLogHandler`'s).
+    /// `text` as a JSON string literal, escaped as all of Herald's JSON is (so a line equals `JSONLogHandler`'s).
     static func appendJSONString(_ text: Substring, to bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
-            case UInt8(ascii: "\n"): bytes.append(contentsOf: #"\n"#.utf8)
-            case UInt8(ascii: "\r"): bytes.append(contentsOf: #"\r"#.utf8)
-            case UInt8(ascii: "\t"): bytes.append(contentsOf: #"\t"#.utf8)
-            case 0x08: bytes.append(contentsOf: #"\b"#.utf8)
-            case 0x0C: bytes.append(contentsOf: #"\f"#.utf8)
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: #"\u00"#.utf8)
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0xF)])
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
+        JSONEscaping.appendString(text.utf8, to: &bytes)
     }
 }

@@ -1,4 +1,5 @@
-public import HTTPTypes
+import HTTPTypes
+import JSONText
 
 /// An error of the layers behind the handlers that knows which problem answers it: a handler may let it through.
 public protocol HTTPErrorConvertible: Error {
@@ -86,23 +87,7 @@ public struct HTTPError: Error, Sendable {
 
     /// `text` as a JSON string: quotes, backslashes and control characters escaped, everything else as is (UTF-8).
     private static func append(string text: String, to json: inout [UInt8]) {
-        let digits: StaticString = "0123456789abcdef"
-        json.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): json += [UInt8(ascii: "\\"), byte]
-            case 0x0A: json += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-            case 0x0D: json += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-            case 0x09: json += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case 0x08: json += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
-            case 0x0C: json += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
-            case 0..<0x20:
-                json += #"\u00"#.utf8
-                json += [digits.utf8Start[Int(byte >> 4)], digits.utf8Start[Int(byte & 0x0F)]]
-            default: json.append(byte)
-            }
-        }
-        json.append(UInt8(ascii: "\""))
+        JSONEscaping.appendString(text.utf8, to: &json)
     }
 }
 

@@ -1,6 +1,6 @@
 import GRDB
-public import HeraldCore
-public import HeraldStorage
+import HeraldCore
+import HeraldStorage
 
 /// Publish jobs: read and cancelled by clients, claimed, leased and finished by the runner.
 ///

@@ -1,7 +1,7 @@
 import GRDB
 import GRDBSQLite
-public import HeraldCore
-public import HeraldStorage
+import HeraldCore
+import HeraldStorage
 import Synchronization
 
 /// Reads one job, for a status poll or a long-poll's re-read, on the caller's thread: the hottest read Herald serves.

@@ -1,6 +1,6 @@
 import GRDB
-public import HeraldCore
-public import HeraldStorage
+import HeraldCore
+import HeraldStorage
 
 /// API keys: created with the SHA-256 of their text (never the text), listed, revoked, looked up by that hash.
 struct SQLiteKeyRepository: KeyRepository {

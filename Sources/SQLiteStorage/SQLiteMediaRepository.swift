@@ -1,6 +1,6 @@
 import GRDB
-public import HeraldCore
-public import HeraldStorage
+import HeraldCore
+import HeraldStorage
 
 /// Media rows: inserted once their bytes are staged on disk, read back as the API's media object.
 struct SQLiteMediaRepository: MediaRepository {

@@ -1,6 +1,6 @@
 import GRDB
-public import HeraldCore
-public import HeraldStorage
+import HeraldCore
+import HeraldStorage
 
 /// The objects a failed or cancelled job may have left in the store, to delete (see `Migrations/0007`).
 ///

@@ -1,6 +1,6 @@
 import GRDB
-public import HeraldCore
-public import HeraldStorage
+import HeraldCore
+import HeraldStorage
 
 /// Posts: created with their media and first publish job in one transaction, read back, re-published.
 struct SQLitePostRepository: PostRepository {

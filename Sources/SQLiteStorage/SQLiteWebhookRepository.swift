@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
-public import HeraldCore
-public import HeraldStorage
+import HeraldCore
+import HeraldStorage
 
 /// Webhook endpoints, the events a job's end makes, and their deliveries: what the routes and the dispatcher read
 /// and write. Every client-facing call takes the caller's tenant.
