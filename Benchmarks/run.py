@@ -104,13 +104,13 @@ def build(swift=True):
 
 
 def status_query():
-    """JobStatusReader's SQL, read from its source so that the C read runs exactly what Herald runs."""
-    source = open(os.path.join(ROOT, "Sources", "HeraldStorage", "JobStatusReader.swift")).read()
+    """SQLiteJobStatusReader's SQL, read from its source so that the C read runs exactly what Herald runs."""
+    source = open(os.path.join(ROOT, "Sources", "SQLiteStorage", "SQLiteJobStatusReader.swift")).read()
     return re.search(r'static let query = """\n(.*?)\n\s*"""', source, re.S).group(1)
 
 
 def job_tenant(database, job):
-    """The tenant a job belongs to (the key's: ?2 of JobStatusReader's statement)."""
+    """The tenant a job belongs to (the key's: ?2 of SQLiteJobStatusReader's statement)."""
     with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
         return connection.execute("SELECT tenant FROM jobs WHERE id = ?", (job,)).fetchone()[0]
 
@@ -968,10 +968,10 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
             "job had succeeded (SQLite's online backup), so that both answer the same job with the same bytes.",
             "",
             "The C same-read server (`Benchmarks/c-status`) answers the poll as Herald does, on the same daemon "
-            "flags and one polling thread: JobStatusReader's statement on Herald's file (one read-only connection "
+            "flags and one polling thread: SQLiteJobStatusReader's statement on Herald's file (one read-only connection "
             "a thread, the statement prepared once), the job object written as Herald writes it (the body is checked "
             "byte for byte equal to Herald's before the runs); it checks that a key is sent but not which (Herald "
-            "hashes it and looks it up). The C limit reads no database. The read itself, JobStatusReader's statement "
+            "hashes it and looks it up). The C limit reads no database. The read itself, SQLiteJobStatusReader's statement "
             f"run by C on the same file (`Benchmarks/sqlite-read`): {cell(reads, 1)} µs CPU a read. A server that "
             f"reads the job for each poll costs at least the C limit plus that read, {floor:.1f} µs a request: at most "
             f"{cpu[C_LIMIT] / floor:.2f}× the C limit's rate when the server's CPU is the bottleneck. The C same-read "

@@ -2,8 +2,8 @@
  * status: Herald's `GET /v1/jobs/{id}` in plain C on libmicrohttpd 0.9.75 and SQLite, as the baseline of the
  * status poll (issue 18, P1: Herald >= 0.8x this server).
  *
- * Per request it does the work Herald does for a poll: JobStatusReader's statement (passed as SQL; run.py reads it
- * from Sources/HeraldStorage/JobStatusReader.swift) bound to the id and the tenant, on Herald's database opened
+ * Per request it does the work Herald does for a poll: SQLiteJobStatusReader's statement (passed as SQL; run.py reads it
+ * from Sources/SQLiteStorage/SQLiteJobStatusReader.swift) bound to the id and the tenant, on Herald's database opened
  * read-only (WAL, the file Herald left), prepared once per polling thread and reused (one connection per thread,
  * as Herald keeps one read-only connection per HTTP thread); the job's columns from the first row, an upload
  * from each row; the job object written as JSON with the members, order and values of Herald's JSONWriter
@@ -25,7 +25,7 @@
  *
  * Build: gcc -O2 -Wall -Wextra status.c -o status $(pkg-config --cflags --libs libmicrohttpd) -lsqlite3
  * Usage: status PORT DB TENANT SQL [THREADS]   (binds 127.0.0.1 only; PORT 0 picks a free port)
- *        SQL is JobStatusReader.query: ?1 the job id, ?2 the tenant.
+ *        SQL is SQLiteJobStatusReader.query: ?1 the job id, ?2 the tenant.
  *
  * SIGTERM or SIGINT stops the daemon and exits 0.
  */

@@ -1,15 +1,15 @@
 /*
- * The SQLite part of Herald's `GET /v1/jobs/{id}`: the statement JobStatusReader runs, on the same database
+ * The SQLite part of Herald's `GET /v1/jobs/{id}`: the statement SQLiteJobStatusReader runs, on the same database
  * file, with no HTTP, no JSON and no Swift in the way. Added to the C libmicrohttpd program's cost per request,
  * it is the floor of any server that reads the job from SQLite for each poll.
  *
- * Per read, as JobStatusReader does: bind the id, step every row (the job's columns read from the first row,
+ * Per read, as SQLiteJobStatusReader does: bind the id, step every row (the job's columns read from the first row,
  * the upload's from each), reset. A read-only connection, WAL (the database Herald left), one autocommit read
  * transaction per statement.
  *
  * Build: gcc -O2 -Wall -Wextra -o read read.c -lsqlite3
  * Run:   ./read DB JOB_ID READS SECONDS SQL [TENANT]
- *        SQL is JobStatusReader.query (run.py reads it from the Swift source); stops after READS reads or
+ *        SQL is SQLiteJobStatusReader.query (run.py reads it from the Swift source); stops after READS reads or
  *        SECONDS seconds, whichever comes first. TENANT is bound to ?2 (the statement's `jobs.tenant = ?` since
  *        API keys brought tenants; the key `herald keys create` makes belongs to "default").
  * Prints: cpu_us_per_read=<float> reads=<n> rows_per_read=<n>
