@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import HeraldCore
 import HeraldStorage
+import HeraldTestSupport
 import Logging
 import MicroHTTP
 import NIOCore
@@ -56,21 +57,11 @@ func withHerald<T: Sendable>(
         continuation.finish()
     }
     let group = ServiceGroup(configuration: .init(services: application.services, logger: logger))
-    return try await withThrowingTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try await group.run() }
+    return try await whileRunning(group) {
         let port = try #require(await ports.first { _ in true })
-        do {
-            // Every helper request carries the initial admin key, as a client of a fresh Herald would.
-            let result = try await TestKey.$current.withValue(application.initialKey?.secret) {
-                try await body("\(application.configuration.tlsCertificatePath == nil ? "http" : "https")://127.0.0.1:\(port)", group, application)
-            }
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
-            return result
-        } catch {
-            await group.triggerGracefulShutdown()
-            try? await tasks.waitForAll()
-            throw error
+        // Every helper request carries the initial admin key, as a client of a fresh Herald would.
+        return try await TestKey.$current.withValue(application.initialKey?.secret) {
+            try await body("\(application.configuration.tlsCertificatePath == nil ? "http" : "https")://127.0.0.1:\(port)", group, application)
         }
     }
 }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HeraldTestSupport
 import Logging
 import MicroHTTP
 import NIOCore
@@ -27,19 +28,9 @@ func withLiveServer<T: Sendable>(
         portContinuation.finish()
     }
     let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
-    return try await withThrowingTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try await group.run() }
+    return try await whileRunning(group) {
         let port = try #require(await ports.first { _ in true })
-        do {
-            let result = try await body(port, group)
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
-            return result
-        } catch {
-            await group.triggerGracefulShutdown()
-            try? await tasks.waitForAll()
-            throw error
-        }
+        return try await body(port, group)
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 import HeraldStorage
+import HeraldTestSupport
 import Logging
 import Publishing
 import SQLiteStorage
@@ -77,20 +78,7 @@ struct Harness {
         _ body: @Sendable (JobRunner) async throws -> T
     ) async throws -> T {
         let runner = JobRunner(jobs: jobs, store: store, cleaner: cleaner, changes: changes, configuration: configuration, logger: logger)
-        let group = ServiceGroup(configuration: .init(services: [runner], logger: logger))
-        return try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            do {
-                let result = try await body(runner)
-                await group.triggerGracefulShutdown()
-                try await tasks.waitForAll()
-                return result
-            } catch {
-                await group.triggerGracefulShutdown()
-                try? await tasks.waitForAll()
-                throw error
-            }
-        }
+        return try await whileRunning(ServiceGroup(configuration: .init(services: [runner], logger: logger))) { try await body(runner) }
     }
 }
 
