@@ -1,3 +1,4 @@
+import HeraldTestSupport
 import NIOFileSystem
 import Platform
 import Publishing

@@ -1,5 +1,6 @@
 import HeraldCore
 import HeraldStorage
+import HeraldTestSupport
 import Publishing
 import SQLiteStorage
 import Testing

@@ -1,11 +1,11 @@
 import Foundation
-import HeraldCore
-import Publishing
+public import HeraldCore
+public import Publishing
 import Synchronization
 
 /// A `MediaStore` whose every key can be told how to behave, and that records what happened.
-final class TestStore: MediaStore {
-    enum Behaviour: Sendable {
+public final class TestStore: MediaStore {
+    public enum Behaviour: Sendable {
         case succeed(after: Duration)
         case failOnce(after: Duration)
         case failTransiently
@@ -35,24 +35,24 @@ final class TestStore: MediaStore {
     }
     private let state = Mutex(State())
 
-    init(default behaviour: Behaviour = .succeed(after: .zero)) {
+    public init(default behaviour: Behaviour = .succeed(after: .zero)) {
         state.withLock { $0.defaultBehaviour = behaviour }
     }
 
-    func behave(_ behaviour: Behaviour, forMediaID mediaID: MediaID) {
+    public func behave(_ behaviour: Behaviour, forMediaID mediaID: MediaID) {
         state.withLock { $0.behaviours[mediaID.rawValue] = behaviour }
     }
 
-    var maxInFlight: Int { state.withLock { $0.maxInFlight } }
-    var inFlight: Int { state.withLock { $0.inFlight } }
-    var stored: Set<String> { state.withLock { $0.stored } }
-    var deleted: [String] { state.withLock { $0.deleted } }
+    public var maxInFlight: Int { state.withLock { $0.maxInFlight } }
+    public var inFlight: Int { state.withLock { $0.inFlight } }
+    public var stored: Set<String> { state.withLock { $0.stored } }
+    public var deleted: [String] { state.withLock { $0.deleted } }
     /// The media whose upload saw its cancellation.
-    var sawCancellation: Set<MediaID> { state.withLock { Set($0.sawCancellation.map(MediaID.init(rawValue:))) } }
-    func calls(_ mediaID: MediaID) -> Int { state.withLock { $0.calls[mediaID.rawValue] ?? 0 } }
+    public var sawCancellation: Set<MediaID> { state.withLock { Set($0.sawCancellation.map(MediaID.init(rawValue:))) } }
+    public func calls(_ mediaID: MediaID) -> Int { state.withLock { $0.calls[mediaID.rawValue] ?? 0 } }
 
     /// Returns once `count` uploads are in flight at the same time.
-    func waitUntilInFlight(_ count: Int) async {
+    public func waitUntilInFlight(_ count: Int) async {
         await withCheckedContinuation { continuation in
             let now = state.withLock { state -> Bool in
                 if state.inFlight >= count { return true }
@@ -67,7 +67,7 @@ final class TestStore: MediaStore {
         String(key.dropFirst("media/".count).prefix { $0 != "." })
     }
 
-    func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String {
+    public func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String {
         let mediaID = Self.mediaID(of: object.key)
         let (behaviour, call, ready) = state.withLock { state in
             state.calls[mediaID, default: 0] += 1
@@ -108,7 +108,7 @@ final class TestStore: MediaStore {
     }
 
     /// The store completes the PUTs it had whole when they were cancelled, as S3 does with a body it received.
-    func landCancelled() {
+    public func landCancelled() {
         state.withLock { state in
             state.stored.formUnion(state.landing)
             state.landing = []
@@ -116,12 +116,12 @@ final class TestStore: MediaStore {
     }
 
     /// The next `count` deletes fail (transiently).
-    func failDeletes(_ count: Int) { state.withLock { $0.failingDeletes = count } }
+    public func failDeletes(_ count: Int) { state.withLock { $0.failingDeletes = count } }
 
     /// Deletes wait inside the store until ``releaseDeletes()``.
-    func holdDeletes() { state.withLock { $0.deletesHeld = true } }
+    public func holdDeletes() { state.withLock { $0.deletesHeld = true } }
 
-    func releaseDeletes() {
+    public func releaseDeletes() {
         let held = state.withLock { state in
             state.deletesHeld = false
             defer { state.heldDeletes = [] }
@@ -131,7 +131,7 @@ final class TestStore: MediaStore {
     }
 
     /// Returns once a delete is waiting inside the store (``holdDeletes()``).
-    func waitUntilDeleteHeld() async {
+    public func waitUntilDeleteHeld() async {
         await withCheckedContinuation { continuation in
             let now = state.withLock { state -> Bool in
                 if !state.heldDeletes.isEmpty { return true }
@@ -142,7 +142,7 @@ final class TestStore: MediaStore {
         }
     }
 
-    func delete(key: String) async throws {
+    public func delete(key: String) async throws {
         let fail = state.withLock { state -> Bool in
             guard state.failingDeletes > 0 else { return false }
             state.failingDeletes -= 1
@@ -165,17 +165,19 @@ final class TestStore: MediaStore {
         }
     }
 
-    func url(for key: String) -> String { "test://\(key)" }
+    public func url(for key: String) -> String { "test://\(key)" }
 
-    func exists(key: String) async throws -> Bool { state.withLock { $0.stored.contains(key) } }
+    public func exists(key: String) async throws -> Bool { state.withLock { $0.stored.contains(key) } }
 }
 
 /// The byte counts a store reported for one upload, in order.
-final class BytesLog: Sendable {
+public final class BytesLog: Sendable {
     private let values = Mutex<[Int]>([])
 
-    var counts: [Int] { values.withLock { $0 } }
+    public init() {}
+
+    public var counts: [Int] { values.withLock { $0 } }
 
     /// A ``BytesTaken`` that records.
-    var record: BytesTaken { { count in self.values.withLock { $0.append(count) } } }
+    public var record: BytesTaken { { count in self.values.withLock { $0.append(count) } } }
 }
