@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import HeraldCore
 import HeraldStorage
+import HeraldTestSupport
 import MicroHTTP
 import NIOCore
 import NIOHTTP1
@@ -116,18 +117,6 @@ final class WebhookReceiver: Sendable {
     }
 }
 
-/// A media store that fails every JPEG for good and publishes everything else.
-final class JPEGFailingStore: MediaStore {
-    func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String {
-        if object.contentType == "image/jpeg" { throw MediaStoreError.permanent("this store takes no JPEG") }
-        progress(object.size)
-        return url(for: object.key)
-    }
-    func delete(key: String) async throws {}
-    func url(for key: String) -> String { "https://store.test/\(key)" }
-    func exists(key: String) async throws -> Bool { true }
-}
-
 /// Resolves every name to the addresses given, in turn: what DNS rebinding looks like.
 final class ScriptedResolver: HostResolver {
     private let answers: Mutex<[[String]]>
@@ -184,7 +173,8 @@ struct WebhookTests {
 
     @Test func successFailureAndCancelAreDeliveredSignedAsStandardWebhooksSays() async throws {
         try await WebhookReceiver.with { receiver in
-            try await withHerald(configure: Self.allowPrivate, store: JPEGFailingStore()) { base, _, application in
+            let store = TestStore()
+            try await withHerald(configure: Self.allowPrivate, store: store) { base, _, application in
                 let all = try await createWebhook(base, ["url": "\(receiver.base)/all"])
                 #expect(all.status == .created)
                 #expect(all.headers["Cache-Control"] == ["no-store"])
@@ -205,7 +195,10 @@ struct WebhookTests {
                 #expect(theirs.status == .created)
 
                 let succeeded = try await createJob(base, ["text": "ok", "media_ids": [try await uploadMedia(base)]])
-                let failed = try await createJob(base, ["text": "no", "media_ids": [try await uploadMedia(base, jpegBytes, type: "image/jpeg")]])
+                // The store refuses this one medium for good: its job fails.
+                let refused = try await uploadMedia(base, jpegBytes, type: "image/jpeg")
+                store.behave(.failPermanently, forMediaID: MediaID(rawValue: refused))
+                let failed = try await createJob(base, ["text": "no", "media_ids": [refused]])
                 let cancelled = try await createJob(base, ["text": "later", "scheduled_at": "2099-01-01T00:00:00Z"])
                 #expect(try await exchange(.POST, "\(base)/v1/jobs/\(cancelled)/cancel").status == .accepted)
 
