@@ -2,7 +2,7 @@ public import HeraldCore
 import Synchronization
 
 /// Each running job's uploads as its runner last set them (state, attempts, error, bytes taken), kept in memory:
-/// SQLite is written once, with the job's end (``JobRepository``'s final writes take ``uploads(of:)``).
+/// SQLite is written once, with the job's end (a backend's final writes of a job take ``uploads(of:)``).
 ///
 /// The runner sets an upload's state (``update(jobID:mediaID:state:attempts:error:)``) and reports bytes as the
 /// store takes them (``report(jobID:mediaID:bytes:)``); every read of a job lays them over its uploads

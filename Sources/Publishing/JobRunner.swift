@@ -90,7 +90,7 @@ public actor JobRunner: Service {
             queue: JobQueue(jobs: jobs, store: store, cleaner: cleaner, configuration: configuration, runnerID: runnerID, logger: logger),
             configuration: .init(
                 concurrency: configuration.workers, idle: configuration.reclaimInterval, heartbeat: configuration.heartbeat,
-                shutdownGrace: configuration.shutdownGrace),
+                shutdownGrace: configuration.shutdownGrace, gauge: "herald_jobs_running"),
             logger: logger)
         self.loop = loop
         changes.observe { change in
@@ -156,7 +156,6 @@ final class JobQueue: WorkQueue {
     private let runnerID: String
     private let logger: Logger
     private let state = Mutex(State())
-    private let running = Atomic(0)
 
     init(
         jobs: any JobRepository, store: any MediaStore, cleaner: ObjectCleaner?, configuration: RunnerConfiguration, runnerID: String, logger: Logger
@@ -211,13 +210,11 @@ final class JobQueue: WorkQueue {
     }
 
     func work(_ job: ClaimedJob, control: WorkControl) async {
-        Gauge(label: "herald_jobs_running").record(running.add(1, ordering: .relaxed).newValue)
         logger.info("job started", metadata: ["job_id": "\(job.jobID)", "post_id": "\(job.postID)", "attempt": "\(job.attempt)"])
         let execution = Execution(
             job: job, control: control, jobs: jobs, store: store, cleaner: cleaner, configuration: configuration, runnerID: runnerID,
             logger: logger)
         let outcome = await execution.run()
-        Gauge(label: "herald_jobs_running").record(running.subtract(1, ordering: .relaxed).newValue)
         Counter(label: "herald_jobs_finished_total", dimensions: [("outcome", outcome.rawValue)]).increment()
         logger.info("job finished", metadata: ["job_id": "\(job.jobID)", "outcome": "\(outcome.rawValue)"])
     }

@@ -1,5 +1,6 @@
 public import HeraldCore
 import Logging
+import Metrics
 import Synchronization
 
 /// One kind of durable background work, as the ``WorkLoop`` that drains it sees it: jobs, webhook deliveries,
@@ -95,13 +96,19 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
         public var shutdownGrace: Duration
         /// How soon the queue is read again after it failed (the database may be back soon).
         public var retryAfterError: Duration
+        /// The gauge that says how many items are in hand, if any (`herald_jobs_running`).
+        public var gauge: String?
 
-        public init(concurrency: Int, idle: Duration, heartbeat: Duration? = nil, shutdownGrace: Duration, retryAfterError: Duration = .seconds(5)) {
+        public init(
+            concurrency: Int, idle: Duration, heartbeat: Duration? = nil, shutdownGrace: Duration, retryAfterError: Duration = .seconds(5),
+            gauge: String? = nil
+        ) {
             self.concurrency = concurrency
             self.idle = idle
             self.heartbeat = heartbeat
             self.shutdownGrace = shutdownGrace
             self.retryAfterError = retryAfterError
+            self.gauge = gauge
         }
     }
 
@@ -150,8 +157,8 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
 
     // MARK: The loop
 
-    /// Claims and works items until ``stopClaiming()`` or cancellation; then drains. `onEnd` hears each item's end.
-    public func run(onEnd: @escaping @Sendable (Queue.Item) async -> Void = { _ in }) async {
+    /// Claims and works items until ``stopClaiming()`` or cancellation; then drains.
+    public func run() async {
         await withDiscardingTaskGroup { group in
             while !stopping.load(ordering: .relaxed), !Task.isCancelled {
                 var timeout = configuration.idle
@@ -163,7 +170,7 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
                         let free = configuration.concurrency - held.count
                         guard free > 0 else { break }
                         let claimed = try await queue.claim(upTo: free, inHand: held, now: .now())
-                        for item in claimed { start(item, in: &group, onEnd: onEnd) }
+                        for item in claimed { start(item, in: &group) }
                         if claimed.count < free { break }
                     }
                     if let next = try await queue.nextDue(inHand: Set(inHand.withLock { $0.keys })) {
@@ -179,14 +186,21 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
         }
     }
 
-    private func start(_ item: Queue.Item, in group: inout DiscardingTaskGroup, onEnd: @escaping @Sendable (Queue.Item) async -> Void) {
+    private func start(_ item: Queue.Item, in group: inout DiscardingTaskGroup) {
         let control = WorkControl()
         let id = queue.id(of: item)
-        inHand.withLock { $0[id] = control }
+        record(
+            inHand.withLock { inHand in
+                inHand[id] = control
+                return inHand.count
+            })
         group.addTask {
             await self.work(item, control: control)
-            self.inHand.withLock { _ = $0.removeValue(forKey: id) }
-            await onEnd(item)
+            self.record(
+                self.inHand.withLock { inHand in
+                    inHand.removeValue(forKey: id)
+                    return inHand.count
+                })
             self.wakeup.fire()
         }
     }
@@ -229,6 +243,10 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
                 logger.warning("lease renewal failed", metadata: ["error": "\(error)"])
             }
         }
+    }
+
+    private func record(_ count: Int) {
+        if let gauge = configuration.gauge { Gauge(label: gauge).record(count) }
     }
 
     /// Gives the items in hand the grace period, then stops them and waits for their ends (the group does).

@@ -16,7 +16,7 @@ struct SQLiteJobRepository: JobRepository {
     // MARK: Reading
 
     /// The job with this id, its uploads in media position order; nil if `tenant` has none.
-    public func find(id: JobID, tenant: Tenant) async throws -> Job? {
+    func find(id: JobID, tenant: Tenant) async throws -> Job? {
         guard var job = try await storage.pool.read({ db in try Rows.job(db, id: id, tenant: tenant) }) else { return nil }
         storage.uploadProgress.apply(to: &job)
         return job
@@ -24,7 +24,7 @@ struct SQLiteJobRepository: JobRepository {
 
     /// The job with its live bytes and its event id (``UploadProgress/eventID(version:step:)``), which grows with
     /// every committed change and byte event; nil if `tenant` has none.
-    public func snapshot(id: JobID, tenant: Tenant) async throws -> JobSnapshot? {
+    func snapshot(id: JobID, tenant: Tenant) async throws -> JobSnapshot? {
         let read = try await storage.pool.read { db -> (job: Job, version: Int)? in
             guard
                 let row = try Row.fetchOne(
@@ -37,7 +37,7 @@ struct SQLiteJobRepository: JobRepository {
     }
 
     /// The tenant's jobs not yet done, oldest first, with their event ids: what a new event stream starts with.
-    public func activeSnapshots(tenant: Tenant) async throws -> [JobSnapshot] {
+    func activeSnapshots(tenant: Tenant) async throws -> [JobSnapshot] {
         let read = try await storage.pool.read { db in
             let rows = try Row.fetchAll(
                 db.cachedStatement(
@@ -54,7 +54,7 @@ struct SQLiteJobRepository: JobRepository {
     }
 
     /// One page of jobs, newest first (`created_at DESC, id DESC`), optionally of one state, strictly after `cursor`.
-    public func list(tenant: Tenant, state: JobState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Job> {
+    func list(tenant: Tenant, state: JobState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Job> {
         var page = try await storage.pool.read { db in
             let rows = try Rows.listRows(db, table: "jobs", tenant: tenant, state: state?.rawValue, limit: limit, after: cursor)
             return Page(fetched: try Rows.jobs(db, rows), limit: limit, cursor: \.cursor)
@@ -64,7 +64,7 @@ struct SQLiteJobRepository: JobRepository {
     }
 
     /// How many jobs are running, queued and scheduled (for `/v1/queue` and metrics).
-    public func counts() async throws -> (running: Int, queued: Int, scheduled: Int) {
+    func counts() async throws -> (running: Int, queued: Int, scheduled: Int) {
         try await storage.pool.read { db in
             let rows = try Row.fetchAll(
                 db.cachedStatement(
@@ -83,7 +83,7 @@ struct SQLiteJobRepository: JobRepository {
 
     /// Cancels a queued or scheduled job at once (error code `cancelled`, post cancelled, uploads cancelled, media
     /// staged and still attached); marks a running one `cancel_requested`, which its runner hears as a change.
-    public func requestCancel(id: JobID, tenant: Tenant, now: Timestamp) async throws -> CancelRequest {
+    func requestCancel(id: JobID, tenant: Tenant, now: Timestamp) async throws -> CancelRequest {
         try await storage.write { db in
             guard
                 let row = try Row.fetchOne(
@@ -110,12 +110,12 @@ struct SQLiteJobRepository: JobRepository {
     // MARK: For the runner
 
     /// Scheduled jobs whose `run_at <= now` become queued, and so do their posts. Returns how many.
-    public func promoteDue(now: Timestamp) async throws -> Int {
+    func promoteDue(now: Timestamp) async throws -> Int {
         try await storage.write { db in try Transitions.promoteDue(db, now: now) }
     }
 
     /// The earliest `run_at` among scheduled jobs (for the runner's timer), nil if none.
-    public func nextScheduledRunAt() async throws -> Timestamp? {
+    func nextScheduledRunAt() async throws -> Timestamp? {
         try await storage.pool.read { db in
             let text = try String.fetchOne(
                 db.cachedStatement(sql: "SELECT run_at FROM jobs WHERE state = ? ORDER BY run_at LIMIT 1"),
@@ -127,7 +127,7 @@ struct SQLiteJobRepository: JobRepository {
 
     /// Claims up to `limit` due queued jobs in claim order, as ``claim(runner:leaseUntil:now:)`` claims one, in one
     /// transaction: a runner with several free workers waits for one commit, not one per job.
-    public func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob] {
+    func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob] {
         guard limit > 0 else { return [] }
         return try await storage.write { db in
             let rows = try Row.fetchAll(
@@ -177,7 +177,7 @@ struct SQLiteJobRepository: JobRepository {
     }
 
     /// Extends the lease; false if this runner no longer holds the job (then it must stop and not commit).
-    public func renewLease(jobID: JobID, runner: String, until: Timestamp) async throws -> Bool {
+    func renewLease(jobID: JobID, runner: String, until: Timestamp) async throws -> Bool {
         try await storage.pool.write { db in
             try db.run(
                 "UPDATE jobs SET locked_until = ? WHERE id = ? AND state = ? AND locked_by = ?",
@@ -189,14 +189,14 @@ struct SQLiteJobRepository: JobRepository {
 
     /// Running jobs whose lease ended at or before `now` (a crashed process) go back to queued with the lock
     /// cleared; their posts become queued, their media staged, their uploads pending. Returns their ids.
-    public func reclaimExpired(now: Timestamp) async throws -> [JobID] {
+    func reclaimExpired(now: Timestamp) async throws -> [JobID] {
         try await reclaim(leaseEndedBy: now)
     }
 
     /// Every running job goes back to queued, lease or not: what the only process on the database does at start
     /// (it holds the data directory's lock, so no other process can be running them), so a crashed job resumes at
     /// once rather than when its lease ends. Returns their ids.
-    public func reclaimRunning() async throws -> [JobID] {
+    func reclaimRunning() async throws -> [JobID] {
         try await reclaim(leaseEndedBy: nil)
     }
 
@@ -228,18 +228,18 @@ struct SQLiteJobRepository: JobRepository {
     ///
     /// Not written one by one: a crash forgets them and the job runs again from the start (object keys are
     /// deterministic), which it would do anyway.
-    public func updateUpload(jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?) {
+    func updateUpload(jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?) {
         storage.uploadProgress.update(jobID: jobID, mediaID: mediaID, state: state, attempts: attempts, error: error)
     }
 
     /// `bytes` of the upload's current attempt are taken by the store: kept in memory, shown by every read of the job
     /// and announced to event streams (``UploadProgress``); written with the job's end.
-    public func reportBytes(jobID: JobID, mediaID: MediaID, bytes: Int) {
+    func reportBytes(jobID: JobID, mediaID: MediaID, bytes: Int) {
         storage.uploadProgress.report(jobID: jobID, mediaID: mediaID, bytes: bytes)
     }
 
     /// Whether cancellation was requested (false for an unknown job).
-    public func isCancelRequested(jobID: JobID) async throws -> Bool {
+    func isCancelRequested(jobID: JobID) async throws -> Bool {
         try await storage.pool.read { db in
             try Int.fetchOne(db.cachedStatement(sql: "SELECT cancel_requested FROM jobs WHERE id = ?"), arguments: [jobID]) == 1
         }
@@ -250,7 +250,7 @@ struct SQLiteJobRepository: JobRepository {
     /// the job succeeded (finished, lock cleared).
     ///
     /// Throws, writing nothing, when `objects` lacks one of the post's media: a post is never half-published.
-    public func commit(jobID: JobID, runner: String, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion {
+    func commit(jobID: JobID, runner: String, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: jobID)
         return try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
@@ -263,7 +263,7 @@ struct SQLiteJobRepository: JobRepository {
 
     /// The job failed with `error`; its post failed; its media back to staged (url cleared, still attached); uploads
     /// still pending or uploading cancelled. Only while `runner` holds the job.
-    public func fail(jobID: JobID, runner: String, error: Job.Failure, now: Timestamp) async throws -> JobCompletion {
+    func fail(jobID: JobID, runner: String, error: Job.Failure, now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: jobID)
         return try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
@@ -275,7 +275,7 @@ struct SQLiteJobRepository: JobRepository {
 
     /// The job cancelled (error code `cancelled`, `cancel_requested` 1); its post cancelled; media staged; uploads
     /// not yet uploaded cancelled. Only while `runner` holds the job.
-    public func finishCancelled(jobID: JobID, runner: String, now: Timestamp) async throws -> JobCompletion {
+    func finishCancelled(jobID: JobID, runner: String, now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: jobID)
         return try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
@@ -287,7 +287,7 @@ struct SQLiteJobRepository: JobRepository {
 
     /// Shutdown: the job back to queued (`cancel_requested` 0, lock cleared), its post queued, media staged, uploads
     /// pending. Does nothing unless `runner` holds the job.
-    public func requeue(jobID: JobID, runner: String) async throws {
+    func requeue(jobID: JobID, runner: String) async throws {
         let uploads = storage.uploadProgress.uploads(of: jobID)
         try await storage.write { db in
             guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return }

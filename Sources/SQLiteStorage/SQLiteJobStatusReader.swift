@@ -26,7 +26,7 @@ struct SQLiteJobStatusReader: JobStatusReader {
     }
 
     /// The job with this id, its uploads in media position order, their live bytes laid over; nil if `tenant` has none.
-    public func job(id: JobID, tenant: Tenant) throws -> Job? {
+    func job(id: JobID, tenant: Tenant) throws -> Job? {
         guard var job = try read(id: id, tenant: tenant) else { return nil }
         progress.apply(to: &job)
         return job

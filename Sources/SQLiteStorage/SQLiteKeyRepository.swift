@@ -7,7 +7,7 @@ struct SQLiteKeyRepository: KeyRepository {
     let pool: DatabasePool
 
     /// Records a new key whose text hashes to `hash` (64 lowercase hex digits).
-    public func insert(_ key: APIKey, hash: String) async throws {
+    func insert(_ key: APIKey, hash: String) async throws {
         try await pool.write { db in try Self.insert(db, key, hash: hash) }
     }
 
@@ -20,7 +20,7 @@ struct SQLiteKeyRepository: KeyRepository {
 
     /// Records `key` only if the table holds no key at all, in one transaction (so two starts make one initial key).
     /// Synchronous: called once, at start. Returns whether it was inserted.
-    public func insertIfEmpty(_ key: APIKey, hash: String) throws -> Bool {
+    func insertIfEmpty(_ key: APIKey, hash: String) throws -> Bool {
         try pool.write { db in
             guard try Int.fetchOne(db, sql: "SELECT 1 FROM keys LIMIT 1") == nil else { return false }
             try Self.insert(db, key, hash: hash)
@@ -32,21 +32,21 @@ struct SQLiteKeyRepository: KeyRepository {
     ///
     /// Synchronous: the authenticator calls it on an HTTP thread when its cache has no fresh entry (once a second
     /// per key in use), never on the cooperative pool.
-    public func find(hash: String) throws -> APIKey? {
+    func find(hash: String) throws -> APIKey? {
         try pool.read { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE hash = ?"), arguments: [hash]).flatMap(Self.key)
         }
     }
 
     /// The key with this id, revoked or not.
-    public func find(id: KeyID) async throws -> APIKey? {
+    func find(id: KeyID) async throws -> APIKey? {
         try await pool.read { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE id = ?"), arguments: [id]).flatMap(Self.key)
         }
     }
 
     /// One page of every tenant's keys, newest first, strictly after `cursor`.
-    public func list(limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<APIKey> {
+    func list(limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<APIKey> {
         try await pool.read { db in
             let rows = try Rows.listRows(db, table: "keys", tenant: nil, state: nil, limit: limit, after: cursor)
             let keys = try rows.map { row in
@@ -58,7 +58,7 @@ struct SQLiteKeyRepository: KeyRepository {
     }
 
     /// Revokes the key (keeping the first revocation's time); the key as it is now, nil if there is none.
-    public func revoke(id: KeyID, now: Timestamp) async throws -> APIKey? {
+    func revoke(id: KeyID, now: Timestamp) async throws -> APIKey? {
         try await pool.write { db in
             try db.run("UPDATE keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?", [now.rfc3339, id])
             return try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE id = ?"), arguments: [id]).flatMap(Self.key)
@@ -66,7 +66,7 @@ struct SQLiteKeyRepository: KeyRepository {
     }
 
     /// Records when keys were last used, in one transaction (a later time never goes back).
-    public func recordUse(_ uses: [KeyID: Timestamp]) async throws {
+    func recordUse(_ uses: [KeyID: Timestamp]) async throws {
         guard !uses.isEmpty else { return }
         try await pool.write { db in
             for (id, time) in uses {

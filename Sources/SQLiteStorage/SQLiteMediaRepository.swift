@@ -8,7 +8,7 @@ struct SQLiteMediaRepository: MediaRepository {
     let pool: DatabasePool
 
     /// Records a staged medium of `tenant`; `stagingPath` is relative to the data directory.
-    public func insert(_ media: Media, tenant: Tenant, stagingPath: String) async throws {
+    func insert(_ media: Media, tenant: Tenant, stagingPath: String) async throws {
         try await pool.write { db in try Self.insert(db, media, tenant: tenant, stagingPath: stagingPath) }
     }
 
@@ -24,7 +24,7 @@ struct SQLiteMediaRepository: MediaRepository {
     }
 
     /// The medium with this id, if `tenant` owns it.
-    public func find(id: MediaID, tenant: Tenant) async throws -> Media? {
+    func find(id: MediaID, tenant: Tenant) async throws -> Media? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM media WHERE id = ? AND tenant = ?", arguments: [id, tenant.rawValue], adapter: nil)
                 .flatMap(Self.media)
@@ -32,7 +32,7 @@ struct SQLiteMediaRepository: MediaRepository {
     }
 
     /// Deletes a staged medium of `tenant` that no post holds, in one transaction.
-    public func deleteStaged(id: MediaID, tenant: Tenant) async throws -> MediaDeletion {
+    func deleteStaged(id: MediaID, tenant: Tenant) async throws -> MediaDeletion {
         try await pool.write { db in
             guard
                 let row = try Row.fetchOne(
@@ -71,7 +71,7 @@ struct SQLiteMediaRepository: MediaRepository {
 extension SQLiteMediaRepository {
     /// Deletes unattached media created at or before `cutoff` (`--staged-media-ttl` ago), in one transaction; returns
     /// their staged files' paths (relative to the data directory) for the caller to remove once it has committed.
-    public func expireUnattached(createdBy cutoff: Timestamp) async throws -> [String] {
+    func expireUnattached(createdBy cutoff: Timestamp) async throws -> [String] {
         try await pool.write { db in
             try String.fetchAll(
                 db.cachedStatement(sql: "DELETE FROM media WHERE post_id IS NULL AND created_at <= ? RETURNING staging_path"),
@@ -82,7 +82,7 @@ extension SQLiteMediaRepository {
 
     /// The staged paths whose files are still needed: media not attached, or attached to a post not published.
     /// A staged file not among them is left over (a crash between a publish and its clean-up, or before a row).
-    public func liveStagingPaths() async throws -> Set<String> {
+    func liveStagingPaths() async throws -> Set<String> {
         try await pool.read { db in
             Set(
                 try String.fetchAll(
@@ -101,7 +101,7 @@ extension SQLiteMediaRepository {
 extension SQLiteMediaRepository {
 
     /// Every medium, with what it should have on disk and in the store.
-    public func holdings() async throws -> [MediaHolding] {
+    func holdings() async throws -> [MediaHolding] {
         try await pool.read { db in
             try Row.fetchAll(
                 db,

@@ -27,7 +27,7 @@ struct SQLiteObjectDeletionRepository: ObjectDeletionRepository {
     }
 
     /// Deletions due at `now`, soonest first, at most `limit`.
-    public func due(now: Timestamp, limit: Int) async throws -> [PendingObjectDeletion] {
+    func due(now: Timestamp, limit: Int) async throws -> [PendingObjectDeletion] {
         try await pool.read { db in
             try Row.fetchAll(
                 db.cachedStatement(
@@ -40,14 +40,14 @@ struct SQLiteObjectDeletionRepository: ObjectDeletionRepository {
     }
 
     /// When the next deletion is due; nil when none is pending.
-    public func nextDue() async throws -> Timestamp? {
+    func nextDue() async throws -> Timestamp? {
         try await pool.read { db in
             try String.fetchOne(db.cachedStatement(sql: "SELECT min(due_at) FROM object_deletions")).flatMap(Timestamp.init(rfc3339:))
         }
     }
 
     /// Whether `deletion` is still wanted: not removed by a re-publish, nor pushed back by a later job's end.
-    public func isPending(_ deletion: PendingObjectDeletion) async throws -> Bool {
+    func isPending(_ deletion: PendingObjectDeletion) async throws -> Bool {
         try await pool.read { db in
             try Bool.fetchOne(
                 db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM object_deletions WHERE media_id = ? AND due_at = ?)"),
@@ -56,14 +56,14 @@ struct SQLiteObjectDeletionRepository: ObjectDeletionRepository {
     }
 
     /// The object is gone: the row goes, unless a later job's end wrote it again meanwhile.
-    public func done(_ deletion: PendingObjectDeletion) async throws {
+    func done(_ deletion: PendingObjectDeletion) async throws {
         try await pool.write { db in
             try db.run("DELETE FROM object_deletions WHERE media_id = ? AND due_at = ?", [deletion.mediaID, deletion.dueAt])
         }
     }
 
     /// The DELETE failed: try again at `next`.
-    public func retry(_ deletion: PendingObjectDeletion, at next: Timestamp, error: String) async throws {
+    func retry(_ deletion: PendingObjectDeletion, at next: Timestamp, error: String) async throws {
         try await pool.write { db in
             try db.run(
                 "UPDATE object_deletions SET due_at = ?, attempts = attempts + 1, last_error = ? WHERE media_id = ? AND due_at = ?",
@@ -73,7 +73,7 @@ struct SQLiteObjectDeletionRepository: ObjectDeletionRepository {
     }
 
     /// Every pending deletion's medium, for tests and `herald check`.
-    public func pendingMediaIDs() async throws -> [MediaID] {
+    func pendingMediaIDs() async throws -> [MediaID] {
         try await pool.read { db in try MediaID.fetchAll(db, sql: "SELECT media_id FROM object_deletions ORDER BY media_id") }
     }
 }

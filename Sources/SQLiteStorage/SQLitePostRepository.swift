@@ -21,7 +21,7 @@ struct SQLitePostRepository: PostRepository {
     ///
     /// An `in_progress` key with the same payload is taken as this request's own reservation (see ``reserve(_:now:)``)
     /// and completed; a payload mismatch is ``PostCreation/keyReusedWithOtherPayload`` whatever the key's state.
-    public func create(
+    func create(
         _ request: PostRequest, tenant: Tenant, newMedia: [NewMedia], idempotency: IdempotencyRecord?, now: Timestamp
     ) async throws -> PostCreation {
         try await storage.write { db in
@@ -77,7 +77,7 @@ struct SQLitePostRepository: PostRepository {
     /// Returns nil when reserved (go on), or the answer to give at once: ``PostCreation/replayed(_:)``,
     /// ``PostCreation/keyReusedWithOtherPayload`` or ``PostCreation/keyInProgress``. A reservation older than 60 s
     /// counts as abandoned and is taken over (nil).
-    public func reserve(_ idempotency: IdempotencyRecord, tenant: Tenant, now: Timestamp) async throws -> PostCreation? {
+    func reserve(_ idempotency: IdempotencyRecord, tenant: Tenant, now: Timestamp) async throws -> PostCreation? {
         try await storage.pool.write { db in
             switch try Self.lookUp(db, idempotency, tenant: tenant, now: now) {
             case .none:
@@ -108,7 +108,7 @@ struct SQLitePostRepository: PostRepository {
     }
 
     /// Drops a reservation whose request failed, so a retry can proceed. A completed key is never dropped.
-    public func release(_ idempotency: IdempotencyRecord, tenant: Tenant) async throws {
+    func release(_ idempotency: IdempotencyRecord, tenant: Tenant) async throws {
         try await storage.pool.write { db in
             try db.run(
                 "DELETE FROM idempotency_keys WHERE tenant = ? AND key = ? AND request_hash = ? AND state = 'in_progress'",
@@ -120,12 +120,12 @@ struct SQLitePostRepository: PostRepository {
     // MARK: Reading
 
     /// The post with this id, its media in position order; nil if `tenant` has none.
-    public func find(id: PostID, tenant: Tenant) async throws -> Post? {
+    func find(id: PostID, tenant: Tenant) async throws -> Post? {
         try await storage.pool.read { db in try Rows.post(db, id: id, tenant: tenant) }
     }
 
     /// One page of posts, newest first (`created_at DESC, id DESC`), optionally of one state, strictly after `cursor`.
-    public func list(tenant: Tenant, state: PostState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Post> {
+    func list(tenant: Tenant, state: PostState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Post> {
         try await storage.pool.read { db in
             let rows = try Rows.listRows(db, table: "posts", tenant: tenant, state: state?.rawValue, limit: limit, after: cursor)
             return Page(fetched: try Rows.posts(db, rows), limit: limit, cursor: \.cursor)
@@ -134,7 +134,7 @@ struct SQLitePostRepository: PostRepository {
 
     /// The problems of listed media ids (`index` in the draft, `id` as sent) that only the database can find: unknown
     /// and attached media, read with one query. The same check ``create(_:newMedia:idempotency:now:)`` makes.
-    public func mediaIssues(_ ids: [(index: Int, id: String)], tenant: Tenant) async throws -> [ValidationIssue] {
+    func mediaIssues(_ ids: [(index: Int, id: String)], tenant: Tenant) async throws -> [ValidationIssue] {
         try await storage.pool.read { db in try Self.mediaIssues(db, ids, tenant: tenant) }
     }
 
@@ -142,7 +142,7 @@ struct SQLitePostRepository: PostRepository {
 
     /// A `failed` or `cancelled` post gets a new job (queued, `run_at` now, the post's priority) with fresh uploads
     /// rows; the post becomes queued and points at the new job. Published, or a job active: conflict.
-    public func republish(id: PostID, tenant: Tenant, now: Timestamp) async throws -> Republication {
+    func republish(id: PostID, tenant: Tenant, now: Timestamp) async throws -> Republication {
         try await storage.write { db in
             guard let post = try Rows.post(db, id: id, tenant: tenant) else { return .notFound }
             if post.state == .published { return .conflict("The post is already published.") }
@@ -220,13 +220,13 @@ struct SQLitePostRepository: PostRepository {
 extension SQLitePostRepository {
 
     /// Reads what deleting the post would remove, or why it cannot be deleted now.
-    public func deletionPlan(id: PostID, tenant: Tenant) async throws -> PostDeletionPlan {
+    func deletionPlan(id: PostID, tenant: Tenant) async throws -> PostDeletionPlan {
         try await storage.pool.read { db in try Self.deletionPlan(db, id: id, tenant: tenant) }
     }
 
     /// Deletes the post's rows in ONE transaction: the idempotency keys that name it, its jobs' uploads, its jobs,
     /// its media and the post. Re-checks that no job is active (a re-publish may have come in between).
-    public func delete(id: PostID, tenant: Tenant) async throws -> PostDeletionPlan {
+    func delete(id: PostID, tenant: Tenant) async throws -> PostDeletionPlan {
         try await storage.pool.write { db in
             let plan = try Self.deletionPlan(db, id: id, tenant: tenant)
             guard case .deletable = plan else { return plan }
@@ -256,7 +256,7 @@ extension SQLitePostRepository {
     }
 
     /// Forgets idempotency keys past their 24 hours; returns how many.
-    public func forgetExpiredKeys(now: Timestamp) async throws -> Int {
+    func forgetExpiredKeys(now: Timestamp) async throws -> Int {
         try await storage.pool.write { db in
             try db.run("DELETE FROM idempotency_keys WHERE expires_at <= ?", [now.rfc3339])
             return db.changesCount

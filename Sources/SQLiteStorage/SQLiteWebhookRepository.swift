@@ -11,7 +11,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     // MARK: Endpoints
 
     /// Records a new endpoint of `tenant`, signed with `secret`.
-    public func insert(_ webhook: Webhook, tenant: Tenant, secret: String) async throws {
+    func insert(_ webhook: Webhook, tenant: Tenant, secret: String) async throws {
         try await pool.write { db in
             try db.run(
                 "INSERT INTO webhooks (id, tenant, url, events, secret, disabled, created_at) VALUES (?, ?, ?, ?, ?, 0, ?)",
@@ -21,7 +21,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     }
 
     /// The endpoint with this id; nil if `tenant` has none.
-    public func find(id: WebhookID, tenant: Tenant) async throws -> Webhook? {
+    func find(id: WebhookID, tenant: Tenant) async throws -> Webhook? {
         try await pool.read { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM webhooks WHERE id = ? AND tenant = ?"), arguments: [id, tenant.rawValue])
                 .map(Self.webhook)
@@ -29,7 +29,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     }
 
     /// One page of the tenant's endpoints, newest first, strictly after `cursor`.
-    public func list(tenant: Tenant, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Webhook> {
+    func list(tenant: Tenant, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Webhook> {
         try await pool.read { db in
             let rows = try Rows.listRows(db, table: "webhooks", tenant: tenant, state: nil, limit: limit, after: cursor)
             return Page(fetched: try rows.map(Self.webhook), limit: limit, cursor: \.cursor)
@@ -37,7 +37,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     }
 
     /// Removes the endpoint and its deliveries (pending ones are never sent); false if `tenant` has no such endpoint.
-    public func delete(id: WebhookID, tenant: Tenant) async throws -> Bool {
+    func delete(id: WebhookID, tenant: Tenant) async throws -> Bool {
         try await pool.write { db in
             try db.run("DELETE FROM webhooks WHERE id = ? AND tenant = ?", [id, tenant.rawValue])
             return db.changesCount == 1
@@ -45,7 +45,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     }
 
     /// One page of the endpoint's deliveries, newest first; nil if `tenant` has no such endpoint.
-    public func deliveries(
+    func deliveries(
         of id: WebhookID, tenant: Tenant, limit: Int, after cursor: HeraldCore.Cursor?
     ) async throws -> Page<WebhookDelivery>? {
         try await pool.read { db in
@@ -112,7 +112,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     // MARK: The dispatcher's side
 
     /// Pending deliveries due at `now`, oldest due first, but for those in `excluded` (being attempted).
-    public func due(now: Timestamp, excluding excluded: Set<DeliveryID>, limit: Int) async throws -> [PendingDelivery] {
+    func due(now: Timestamp, excluding excluded: Set<DeliveryID>, limit: Int) async throws -> [PendingDelivery] {
         try await pool.read { db in
             let rows = try Row.fetchAll(
                 db.cachedStatement(
@@ -135,7 +135,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     }
 
     /// When the next pending delivery not in `excluded` (being attempted) is due; nil when none is pending.
-    public func nextDue(excluding excluded: Set<DeliveryID>) async throws -> Timestamp? {
+    func nextDue(excluding excluded: Set<DeliveryID>) async throws -> Timestamp? {
         try await pool.read { db in
             let rows = try Row.fetchAll(
                 db.cachedStatement(
@@ -146,7 +146,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     }
 
     /// Records one attempt of `id` (its count grows by one) and what it came to.
-    public func record(_ id: DeliveryID, _ outcome: DeliveryOutcome, now: Timestamp) async throws {
+    func record(_ id: DeliveryID, _ outcome: DeliveryOutcome, now: Timestamp) async throws {
         try await pool.write { db in
             switch outcome {
             case .delivered(let statusCode):
@@ -176,7 +176,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     }
 
     /// A pending delivery whose endpoint is disabled is failed without an attempt.
-    public func abandon(_ id: DeliveryID, reason: String) async throws {
+    func abandon(_ id: DeliveryID, reason: String) async throws {
         try await pool.write { db in
             try db.run(
                 "UPDATE webhook_deliveries SET status = 'failed', last_error = ?, next_attempt_at = NULL WHERE id = ? AND status = 'pending'",
@@ -188,7 +188,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
 
     /// Forgets deliveries created before `cutoff`, and the events no delivery refers to any more. Returns how many
     /// deliveries went.
-    public func expire(before cutoff: Timestamp) async throws -> Int {
+    func expire(before cutoff: Timestamp) async throws -> Int {
         try await pool.write { db in
             try db.run("DELETE FROM webhook_deliveries WHERE created_at < ?", [cutoff.rfc3339])
             let deleted = db.changesCount
