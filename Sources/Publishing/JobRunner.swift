@@ -86,12 +86,13 @@ public actor JobRunner: Service {
         self.configuration = configuration
         self.logger = logger
         self.runnerID = runnerID
+        var loopConfiguration = WorkLoop<JobQueue>.Configuration(
+            concurrency: configuration.workers, idle: configuration.reclaimInterval, heartbeat: configuration.heartbeat,
+            shutdownGrace: configuration.shutdownGrace)
+        loopConfiguration.gauge = "herald_jobs_running"
         let loop = WorkLoop(
             queue: JobQueue(jobs: jobs, store: store, cleaner: cleaner, configuration: configuration, runnerID: runnerID, logger: logger),
-            configuration: .init(
-                concurrency: configuration.workers, idle: configuration.reclaimInterval, heartbeat: configuration.heartbeat,
-                shutdownGrace: configuration.shutdownGrace, gauge: "herald_jobs_running"),
-            logger: logger)
+            configuration: loopConfiguration, logger: logger)
         self.loop = loop
         changes.observe { change in
             // Queued: claim it; scheduled (a new post for later): its `run_at` may be the next timer.

@@ -96,19 +96,15 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
         public var shutdownGrace: Duration
         /// How soon the queue is read again after it failed (the database may be back soon).
         public var retryAfterError: Duration
-        /// The gauge that says how many items are in hand, if any (`herald_jobs_running`).
+        /// The gauge that says how many items are in hand, if any (`herald_jobs_running`); none unless set.
         public var gauge: String?
 
-        public init(
-            concurrency: Int, idle: Duration, heartbeat: Duration? = nil, shutdownGrace: Duration, retryAfterError: Duration = .seconds(5),
-            gauge: String? = nil
-        ) {
+        public init(concurrency: Int, idle: Duration, heartbeat: Duration? = nil, shutdownGrace: Duration, retryAfterError: Duration = .seconds(5)) {
             self.concurrency = concurrency
             self.idle = idle
             self.heartbeat = heartbeat
             self.shutdownGrace = shutdownGrace
             self.retryAfterError = retryAfterError
-            self.gauge = gauge
         }
     }
 
