@@ -94,10 +94,21 @@ let package = Package(
             swiftSettings: swiftSettings,
             plugins: ["EmbedFiles"]
         ),
+        /// A file's bytes as a streamed request body, read off the cooperative pool: the S3 store's and the client's uploads.
+        .target(
+            name: "FileReading",
+            dependencies: [
+                "Platform",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         /// Publishing: the media stores (file, S3) and the job runner (a parent task per job, a task group of uploads).
         .target(
             name: "Publishing",
             dependencies: [
+                "FileReading",
                 "Locking",
                 "Platform",
                 "HeraldCore",
@@ -119,6 +130,7 @@ let package = Package(
         .target(
             name: "HeraldClient",
             dependencies: [
+                "FileReading",
                 "HeraldCore",
                 "Platform",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -226,6 +238,7 @@ let package = Package(
         .testTarget(
             name: "PublishingTests",
             dependencies: [
+                "FileReading",
                 "Locking",
                 "Platform",
                 "Publishing",

@@ -43,7 +43,7 @@ public struct APIClient: Sendable {
         let type = try Self.check(file)
         var request = makeRequest(.POST, "/v1/media")
         request.headers.add(name: "Content-Type", value: type.rawValue)
-        request.body = .stream(FileBody(file: file, chunkSize: 64 * 1024, progress: progress), length: .known(Int64(file.size)))
+        request.body = .stream(file.body(progress: progress), length: .known(Int64(file.size)))
         return try await decode(Media.self, from: send(request, timeout: .hours(1)))
     }
 

@@ -2,7 +2,7 @@ import NIOFileSystem
 import NIOPosix
 import Platform
 
-// Both owners of `struct stat` imported: see Publishing/S3/FileChunks.swift.
+// Both owners of `struct stat` imported: see FileReading/FileChunks.swift.
 #if canImport(CNIOLinux)
     import CNIOLinux
 #endif

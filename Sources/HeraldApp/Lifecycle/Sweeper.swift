@@ -7,7 +7,7 @@ import NIOPosix
 import Platform
 import ServiceLifecycle
 
-// Both owners of `struct stat` imported: see Publishing/S3/FileChunks.swift.
+// Both owners of `struct stat` imported: see FileReading/FileChunks.swift.
 #if canImport(CNIOLinux)
     import CNIOLinux
 #endif

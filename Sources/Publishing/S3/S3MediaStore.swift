@@ -1,16 +1,18 @@
 import AsyncHTTPClient
+import FileReading
 import HeraldCore
 public import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Platform
 public import ServiceLifecycle
 import Synchronization
 
 /// Media in an S3-compatible object store (AWS S3, MinIO, R2, Ceph): SigV4-signed, path-style requests.
 ///
 /// One `HTTPClient` with a bounded connection pool serves every request. ``put(_:)`` streams the staged
-/// file in chunks (``FileChunks``) with `Content-Length`, and signs the payload with the SHA-256 computed
+/// file in chunks (`FileChunks`) with `Content-Length`, and signs the payload with the SHA-256 computed
 /// at ingest (`x-amz-content-sha256`), so S3 rejects bytes that changed since. A cancelled ``put(_:)``
 /// cancels its HTTP request, which closes the connection at once: S3 discards an object whose body
 /// never completed, so nothing partial is left.
@@ -71,14 +73,17 @@ public struct S3MediaStore: MediaStore, Service {
     public func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String {
         try Task.checkCancellation()
         try Self.validate(key: object.key)
-        let file = try ReadOnlyFile(path: object.stagedFile)
+        let file: ReadableFile
+        do {
+            file = try ReadableFile(path: object.stagedFile)
+        } catch {
+            throw MediaStoreError.reading(object, error)
+        }
         guard file.size == Int64(object.size) else {
             throw MediaStoreError.sizeMismatch(key: object.key, expected: object.size, actual: Int(file.size))
         }
-        let body = HTTPClientRequest.Body.stream(
-            FileChunks(file: file, key: object.key, chunkSize: chunkSize, progress: progress),
-            length: .known(file.size)
-        )
+        let chunks = FileChunks(file: file, chunkSize: chunkSize, progress: progress) { MediaStoreError.reading(object, $0) }
+        let body = HTTPClientRequest.Body.stream(chunks, length: .known(file.size))
         let response = try await send(
             "PUT",
             key: object.key,
@@ -346,6 +351,20 @@ private final class BucketState: Sendable {
             case .reachable: return nil
             case .unreachable(let problem): return problem
             }
+        }
+    }
+}
+
+extension MediaStoreError {
+    /// A staged file that could not be opened or read, in a store's terms: missing or not a file is for good, a failed
+    /// open or read may pass, a file cut short is a size mismatch.
+    static func reading(_ object: MediaObject, _ error: FileReadError) -> MediaStoreError {
+        switch error {
+        case .cannotOpen(errno: ENOENT): .stagedFileMissing(object.stagedFile)
+        case .cannotOpen: .transient("Cannot open '\(object.stagedFile)': \(error.reason)")
+        case .notARegularFile: .permanent("The staged file '\(object.stagedFile)' is not a regular file.")
+        case .cannotRead: .transient("Cannot read the staged file of '\(object.key)': \(error.reason)")
+        case .shortened(let offset): .sizeMismatch(key: object.key, expected: object.size, actual: Int(offset))
         }
     }
 }
