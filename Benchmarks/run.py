@@ -103,10 +103,9 @@ def build(swift=True):
     return binaries
 
 
-def status_query():
-    """SQLiteJobStatusReader's SQL, read from its source so that the C read runs exactly what Herald runs."""
-    source = open(os.path.join(ROOT, "Sources", "SQLiteStorage", "SQLiteJobStatusReader.swift")).read()
-    return re.search(r'static let query = """\n(.*?)\n\s*"""', source, re.S).group(1)
+def status_query(binaries):
+    """The status poll's SQL as Herald prepares it (`herald status-statement`), so that the C read runs exactly what Herald runs."""
+    return subprocess.run([binaries["herald"], "status-statement"], capture_output=True, text=True, check=True, timeout=60).stdout.strip()
 
 
 def job_tenant(database, job):
@@ -117,7 +116,7 @@ def job_tenant(database, job):
 
 def sqlite_read(binaries, database, job, seconds, label):
     """CPU µs per job read by the C program, the statement Herald runs (bounded: 10 million reads or `seconds`)."""
-    command = [binaries["read"], database, job, "10000000", str(seconds), status_query(), job_tenant(database, job)]
+    command = [binaries["read"], database, job, "10000000", str(seconds), status_query(binaries), job_tenant(database, job)]
     output = subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
     with open(os.path.join(OUT, f"read-{label}.txt"), "w") as file:
         file.write(output)
@@ -279,7 +278,7 @@ def status_poll(binaries, rounds, seconds):
         # The C server checks that a key is sent, not which: it gets Herald's, so that wrk's requests are the same bytes.
         port = free_port()
         KEYS[port] = KEYS[herald.port]
-        c_status = start_server("c-status-poll", [binaries["status"], str(port), database, job_tenant(database, job), status_query()], port, ready_path=path)
+        c_status = start_server("c-status-poll", [binaries["status"], str(port), database, job_tenant(database, job), status_query(binaries)], port, ready_path=path)
         servers.append(c_status)
         _, c_body = http("GET", c_status.url(path))
         assert c_body == herald_body, f"the C status server answers Herald's bytes:\n{herald_body!r}\n{c_body!r}"

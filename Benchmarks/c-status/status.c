@@ -2,12 +2,12 @@
  * status: Herald's `GET /v1/jobs/{id}` in plain C on libmicrohttpd 0.9.75 and SQLite, as the baseline of the
  * status poll (issue 18, P1: Herald >= 0.8x this server).
  *
- * Per request it does the work Herald does for a poll: SQLiteJobStatusReader's statement (passed as SQL; run.py reads it
- * from Sources/SQLiteStorage/SQLiteJobStatusReader.swift) bound to the id and the tenant, on Herald's database opened
+ * Per request it does the work Herald does for a poll: SQLiteJobStatusReader's statement (passed as SQL; run.py asks
+ * `herald status-statement` for it) bound to the id and the tenant, on Herald's database opened
  * read-only (WAL, the file Herald left), prepared once per polling thread and reused (one connection per thread,
  * as Herald keeps one read-only connection per HTTP thread); the job's columns from the first row, an upload
  * from each row; the job object written as JSON with the members, order and values of Herald's JSONWriter
- * (`extension Job` in Sources/HeraldCore/JSONWriter.swift): `done` and `progress` derived as Job.Progress does,
+ * (`extension Job: JSONWritable` in Sources/HeraldCore/Job.swift): `done` and `progress` derived as Job.Progress does,
  * timestamps parsed and written back in the fixed-width RFC 3339 form, strings escaped as JSONWriter escapes them.
  * Answers carry Content-Type: application/json, Retry-After: 1 until the job is done, and an X-Request-Id of 32
  * hex digits like Herald's; an unknown id is a 404 with Herald's problem body.
@@ -45,7 +45,9 @@
 #include <microhttpd.h>
 #include <sqlite3.h>
 
-#define JOB_COLUMNS 13 /* JobColumn.allCases.count: the upload's columns follow */
+/* The upload's six columns end Herald's statement; the job's come before them, as many as it selects. */
+#define UPLOAD_COLUMNS 6
+static int job_columns;
 #define MAX_THREADS 64
 #define PREFIX "/v1/jobs/"
 
@@ -409,13 +411,13 @@ static enum outcome read_job(struct reader *reader, const char *id, size_t id_co
     /* The uploads, one a row (NULL on the LEFT JOIN's row of a job without media), and Job.Progress's sums. */
     long long total = 0, uploaded = 0, failed = 0, bytes_total = 0, bytes_uploaded = 0;
     while (code == SQLITE_ROW) {
-        if (sqlite3_column_type(statement, JOB_COLUMNS) != SQLITE_NULL) {
-            const unsigned char *upload_state = sqlite3_column_text(statement, JOB_COLUMNS + 1);
-            int upload_state_count = sqlite3_column_bytes(statement, JOB_COLUMNS + 1);
+        if (sqlite3_column_type(statement, job_columns) != SQLITE_NULL) {
+            const unsigned char *upload_state = sqlite3_column_text(statement, job_columns + 1);
+            int upload_state_count = sqlite3_column_bytes(statement, job_columns + 1);
             if (!is_one_of(upload_state, upload_state_count, upload_states))
                 goto finish;
-            long long size = sqlite3_column_int64(statement, JOB_COLUMNS + 4);
-            long long sent = sqlite3_column_int64(statement, JOB_COLUMNS + 5);
+            long long size = sqlite3_column_int64(statement, job_columns + 4);
+            long long sent = sqlite3_column_int64(statement, job_columns + 5);
             int is_uploaded = equals(upload_state, upload_state_count, "uploaded");
             total++;
             uploaded += is_uploaded;
@@ -427,11 +429,11 @@ static enum outcome read_job(struct reader *reader, const char *id, size_t id_co
             if (total > 1)
                 LITERAL(&uploads, ",");
             LITERAL(&uploads, "{\"media_id\":");
-            if (!text_or_null(&uploads, statement, JOB_COLUMNS) || !reserve(&uploads, 16)
+            if (!text_or_null(&uploads, statement, job_columns) || !reserve(&uploads, 16)
                 || (LITERAL(&uploads, ",\"state\":"), 0) || !string(&uploads, upload_state, (size_t) upload_state_count)
                 || !reserve(&uploads, 16) || (LITERAL(&uploads, ",\"attempts\":"), 0)
-                || !integer(&uploads, sqlite3_column_int64(statement, JOB_COLUMNS + 2)) || !reserve(&uploads, 16)
-                || (LITERAL(&uploads, ",\"error\":"), 0) || !text_or_null(&uploads, statement, JOB_COLUMNS + 3)
+                || !integer(&uploads, sqlite3_column_int64(statement, job_columns + 2)) || !reserve(&uploads, 16)
+                || (LITERAL(&uploads, ",\"error\":"), 0) || !text_or_null(&uploads, statement, job_columns + 3)
                 || !reserve(&uploads, 16) || (LITERAL(&uploads, ",\"size\":"), 0) || !integer(&uploads, size)
                 || !reserve(&uploads, 16) || (LITERAL(&uploads, ",\"bytes_sent\":"), 0) || !integer(&uploads, sent)
                 || !reserve(&uploads, 1))
@@ -625,8 +627,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", database_path, sqlite3_errmsg(check));
         return 1;
     }
-    if (sqlite3_bind_parameter_count(statement) != 2 || sqlite3_column_count(statement) != JOB_COLUMNS + 6) {
-        fprintf(stderr, "SQL: expected 2 parameters (id, tenant) and %d columns\n", JOB_COLUMNS + 6);
+    job_columns = sqlite3_column_count(statement) - UPLOAD_COLUMNS;
+    if (sqlite3_bind_parameter_count(statement) != 2 || job_columns != 13) {
+        fprintf(stderr, "SQL: expected 2 parameters (id, tenant) and 13 job columns: this server writes the job of that statement\n");
         return 1;
     }
     sqlite3_finalize(statement);

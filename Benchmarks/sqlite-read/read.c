@@ -60,8 +60,8 @@ int main(int argc, char **argv) {
         int code, first = 1;
         while ((code = sqlite3_step(statement)) == SQLITE_ROW) {
             int columns = sqlite3_column_count(statement);
-            /* The job's 13 columns once, then the upload's: what the Swift reader decodes. */
-            for (int column = first ? 0 : 13; column < columns; column++) {
+            /* The job's columns once, then the upload's six: what the Swift reader decodes. */
+            for (int column = first ? 0 : columns - 6; column < columns; column++) {
                 if (sqlite3_column_type(statement, column) == SQLITE_INTEGER) {
                     bytes += (long)sqlite3_column_int64(statement, column) & 1;
                 } else if (sqlite3_column_text(statement, column) != NULL) {

@@ -157,70 +157,42 @@ public enum KeySecret {
     }
 }
 
-extension APIKey: Encodable {
-    private enum CodingKeys: String, CodingKey {
+extension APIKey: JSONWritable {
+    /// The key object's members; `key`, the secret, is written only in a creation's answer (``CreatedKey``).
+    public enum Member: String, JSONMember {
         case id, name, tenant, scope
         case createdAt = "created_at"
         case lastUsedAt = "last_used_at"
         case revokedAt = "revoked_at"
+        case key
     }
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(name, forKey: .name)
-        try container.encode(tenant.rawValue, forKey: .tenant)
-        try container.encode(scope.rawValue, forKey: .scope)
-        try container.encode(createdAt, forKey: .createdAt)
-        try container.encodeNullable(lastUsedAt, forKey: .lastUsedAt)
-        try container.encodeNullable(revokedAt, forKey: .revokedAt)
-    }
-}
-
-extension APIKey: JSONWritable {
-    /// `{"id", "name", "tenant", "scope", "created_at", "last_used_at", "revoked_at"}`.
     public func write(to writer: inout JSONWriter) {
+        write(to: &writer, secret: nil)
+    }
+
+    fileprivate func write(to writer: inout JSONWriter, secret: String?) {
         writer.beginObject()
-        writeMembers(to: &writer)
+        for member in Member.allCases where member != .key || secret != nil {
+            writer.key(member)
+            switch member {
+            case .id: writer.string(id)
+            case .name: writer.string(name)
+            case .tenant: writer.string(tenant.rawValue)
+            case .scope: writer.string(scope.rawValue)
+            case .createdAt: writer.timestamp(createdAt)
+            case .lastUsedAt: writer.timestamp(lastUsedAt)
+            case .revokedAt: writer.timestamp(revokedAt)
+            case .key: writer.string(secret)
+            }
+        }
         writer.endObject()
-    }
-
-    fileprivate func writeMembers(to writer: inout JSONWriter) {
-        writer.key("id")
-        writer.string(id)
-        writer.key("name")
-        writer.string(name)
-        writer.key("tenant")
-        writer.string(tenant.rawValue)
-        writer.key("scope")
-        writer.string(scope.rawValue)
-        writer.key("created_at")
-        writer.timestamp(createdAt)
-        writer.key("last_used_at")
-        writer.timestamp(lastUsedAt)
-        writer.key("revoked_at")
-        writer.timestamp(revokedAt)
-    }
-}
-
-extension CreatedKey: Encodable {
-    private enum CodingKeys: String, CodingKey { case key }
-
-    /// The key's members, then `"key"`: the secret.
-    public func encode(to encoder: any Encoder) throws {
-        try key.encode(to: encoder)
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(secret, forKey: .key)
     }
 }
 
 extension CreatedKey: JSONWritable {
     /// The key object's members, then `"key"` (the secret, shown this once).
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        key.writeMembers(to: &writer)
-        writer.key("key")
-        writer.string(secret)
-        writer.endObject()
+        key.write(to: &writer, secret: secret)
     }
 }

@@ -2,8 +2,7 @@ import JSONText
 
 /// Writes JSON text straight into bytes, for the hottest responses: `JSONEncoder` costs tens of µs for a job.
 ///
-/// It writes what it is told, in order: callers write each key once and keep objects balanced.
-/// `JobJSONTests` checks its output equals `JSONEncoder`'s for the objects that use it. The text goes into one
+/// It writes what it is told, in order: callers write each key once and keep objects balanced. The text goes into one
 /// buffer it owns, grown when a value needs more room: an `Array` append per token cost more than the JSON.
 public struct JSONWriter: ~Copyable {
     private var start: UnsafeMutablePointer<UInt8>
@@ -40,13 +39,13 @@ public struct JSONWriter: ~Copyable {
 
     /// A member's key; its value comes next.
     public mutating func key(_ key: StaticString) {
-        reserve(key.utf8CodeUnitCount + 4)
-        separate()
-        put(UInt8(ascii: "\""))
-        put(UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
-        put(UInt8(ascii: "\""))
-        put(UInt8(ascii: ":"))
-        needsComma = false
+        plainKey(UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+    }
+
+    /// An object member's key (its name needs no escaping); its value comes next.
+    public mutating func key(_ member: some JSONMember) {
+        var name = member.rawValue
+        name.withUTF8 { plainKey($0) }
     }
 
     /// A member's key that is not known at compile time (a log line's metadata), escaped as any string; its value comes next.
@@ -137,6 +136,16 @@ public struct JSONWriter: ~Copyable {
         literal("null")
     }
 
+    private mutating func plainKey(_ name: UnsafeBufferPointer<UInt8>) {
+        reserve(name.count + 4)
+        separate()
+        put(UInt8(ascii: "\""))
+        put(name)
+        put(UInt8(ascii: "\""))
+        put(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
     private mutating func literal(_ text: StaticString) {
         reserve(text.utf8CodeUnitCount + 1)
         separate()
@@ -210,92 +219,5 @@ public struct JSONWriter: ~Copyable {
         guard let base = bytes.baseAddress else { return }
         (start + count).update(from: base, count: bytes.count)
         count += bytes.count
-    }
-}
-
-extension Job: JSONWritable {
-    /// The API's job object as JSON, the same members and values as its `Encodable` form, written directly.
-    public var json: [UInt8] {
-        var writer = JSONWriter(capacity: 576 + uploads.count * 200)
-        write(to: &writer)
-        return writer.bytes
-    }
-
-    /// The job object where `writer` stands: alone for the status poll, or within `{"post", "job"}` and list pages.
-    public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.key("id")
-        writer.string(id.rawValue)
-        writer.key("post_id")
-        writer.string(postID.rawValue)
-        writer.key("state")
-        writer.string(state.rawValue)
-        writer.key("done")
-        writer.bool(done)
-        writer.key("priority")
-        writer.string(priority.rawValue)
-        writer.key("attempt")
-        writer.int(attempt)
-        writer.key("run_at")
-        writer.timestamp(runAt)
-        writer.key("cancel_requested")
-        writer.bool(cancelRequested)
-        let progress = progress
-        writer.key("progress")
-        writer.beginObject()
-        writer.key("total")
-        writer.int(progress.total)
-        writer.key("uploaded")
-        writer.int(progress.uploaded)
-        writer.key("failed")
-        writer.int(progress.failed)
-        writer.key("percent")
-        writer.int(progress.percent)
-        writer.key("bytes_total")
-        writer.int(progress.bytesTotal)
-        writer.key("bytes_uploaded")
-        writer.int(progress.bytesUploaded)
-        writer.endObject()
-        writer.key("uploads")
-        writer.beginArray()
-        for upload in uploads {
-            writer.beginObject()
-            writer.key("media_id")
-            writer.string(upload.mediaID.rawValue)
-            writer.key("state")
-            writer.string(upload.state.rawValue)
-            writer.key("attempts")
-            writer.int(upload.attempts)
-            writer.key("error")
-            writer.string(upload.error)
-            writer.key("size")
-            writer.int(upload.size)
-            writer.key("bytes_sent")
-            writer.int(upload.bytesSent)
-            writer.endObject()
-        }
-        writer.endArray()
-        writer.key("error")
-        if let error {
-            writer.beginObject()
-            writer.key("code")
-            writer.string(error.code.rawValue)
-            writer.key("message")
-            writer.string(error.message)
-            if let mediaID = error.mediaID {
-                writer.key("media_id")
-                writer.string(mediaID.rawValue)
-            }
-            writer.endObject()
-        } else {
-            writer.null()
-        }
-        writer.key("created_at")
-        writer.timestamp(createdAt)
-        writer.key("started_at")
-        writer.timestamp(startedAt)
-        writer.key("finished_at")
-        writer.timestamp(finishedAt)
-        writer.endObject()
     }
 }

@@ -1,8 +1,9 @@
 /// A publish job: the work of uploading a post's media and committing the post, the API's job object.
 ///
 /// `done` and `progress` are derived (from ``state`` and ``uploads``) rather than stored, so they can never
-/// disagree with what they summarise; decoding ignores them for the same reason.
-public struct Job: Codable, Sendable, Equatable {
+/// disagree with what they summarise; decoding ignores them for the same reason. ``Member`` lists its members: the
+/// JSON is written from it, decoded by it, and SQLiteStorage derives the columns it selects from it.
+public struct Job: Sendable, Equatable {
     /// The job's id (UUIDv7).
     public var id: JobID
     /// The post it publishes.
@@ -58,7 +59,7 @@ public struct Job: Codable, Sendable, Equatable {
     public var cursor: Cursor { Cursor(createdAt: createdAt, id: id.rawValue) }
 
     /// One medium's upload within the job.
-    public struct Upload: Codable, Sendable, Equatable {
+    public struct Upload: Decodable, Sendable, Equatable {
         /// The medium being uploaded.
         public var mediaID: MediaID
         /// Where the upload is.
@@ -85,36 +86,19 @@ public struct Job: Codable, Sendable, Equatable {
             self.bytesSent = bytesSent
         }
 
-        private enum CodingKeys: String, CodingKey {
+        /// The upload object's members.
+        public enum Member: String, JSONMember {
             case mediaID = "media_id"
             case state, attempts, error, size
             case bytesSent = "bytes_sent"
         }
 
-        public init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            mediaID = try container.decode(MediaID.self, forKey: .mediaID)
-            state = try container.decode(UploadState.self, forKey: .state)
-            attempts = try container.decode(Int.self, forKey: .attempts)
-            error = try container.decodeIfPresent(String.self, forKey: .error)
-            size = try container.decode(Int.self, forKey: .size)
-            bytesSent = try container.decode(Int.self, forKey: .bytesSent)
-        }
-
-        /// Encodes every key, with `null` for no error.
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(mediaID, forKey: .mediaID)
-            try container.encode(state, forKey: .state)
-            try container.encode(attempts, forKey: .attempts)
-            try container.encodeNullable(error, forKey: .error)
-            try container.encode(size, forKey: .size)
-            try container.encode(bytesSent, forKey: .bytesSent)
-        }
+        // Decoded by these keys (`error` may be null).
+        private typealias CodingKeys = Member
     }
 
     /// Why a job did not succeed: the API's `error` object.
-    public struct Failure: Codable, Sendable, Equatable {
+    public struct Failure: Decodable, Sendable, Equatable {
         /// The kind of failure.
         public var code: JobErrorCode
         /// A human-readable explanation.
@@ -129,17 +113,18 @@ public struct Job: Codable, Sendable, Equatable {
             self.mediaID = mediaID
         }
 
-        private enum CodingKeys: String, CodingKey {
+        /// The error object's members; `media_id` is left out, not null, when the failure is not about one medium.
+        public enum Member: String, JSONMember {
             case code, message
             case mediaID = "media_id"
         }
 
-        // Synthesized coding is what the API wants here: `media_id` is optional ("media_id"?) and
-        // is left out, not null, when the failure is not about one medium.
+        // Decoded by these keys.
+        private typealias CodingKeys = Member
     }
 
     /// Upload counts and bytes of a job: the API's `progress` object.
-    public struct Progress: Codable, Sendable, Equatable {
+    public struct Progress: Decodable, Sendable, Equatable {
         /// The number of media in the job.
         public var total: Int
         /// How many are uploaded.
@@ -183,14 +168,19 @@ public struct Job: Codable, Sendable, Equatable {
             self.init(total: total, uploaded: uploaded, failed: failed, percent: percent, bytesTotal: bytesTotal, bytesUploaded: bytesUploaded)
         }
 
-        private enum CodingKeys: String, CodingKey {
+        /// The progress object's members.
+        public enum Member: String, JSONMember {
             case total, uploaded, failed, percent
             case bytesTotal = "bytes_total"
             case bytesUploaded = "bytes_uploaded"
         }
+
+        // Decoded by these keys.
+        private typealias CodingKeys = Member
     }
 
-    private enum CodingKeys: String, CodingKey {
+    /// The job object's members.
+    public enum Member: String, JSONMember {
         case id
         case postID = "post_id"
         case state, done, priority, attempt
@@ -201,10 +191,12 @@ public struct Job: Codable, Sendable, Equatable {
         case startedAt = "started_at"
         case finishedAt = "finished_at"
     }
+}
 
+extension Job: Decodable {
     /// Decodes a job object; `done` and `progress` are ignored, being derived.
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: Member.self)
         id = try container.decode(JobID.self, forKey: .id)
         postID = try container.decode(PostID.self, forKey: .postID)
         state = try container.decode(JobState.self, forKey: .state)
@@ -218,23 +210,91 @@ public struct Job: Codable, Sendable, Equatable {
         startedAt = try container.decodeIfPresent(Timestamp.self, forKey: .startedAt)
         finishedAt = try container.decodeIfPresent(Timestamp.self, forKey: .finishedAt)
     }
+}
 
-    /// Encodes every key of the API's job object, with `null` for absent values.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(postID, forKey: .postID)
-        try container.encode(state, forKey: .state)
-        try container.encode(done, forKey: .done)
-        try container.encode(priority, forKey: .priority)
-        try container.encode(attempt, forKey: .attempt)
-        try container.encode(runAt, forKey: .runAt)
-        try container.encode(cancelRequested, forKey: .cancelRequested)
-        try container.encode(progress, forKey: .progress)
-        try container.encode(uploads, forKey: .uploads)
-        try container.encodeNullable(error, forKey: .error)
-        try container.encode(createdAt, forKey: .createdAt)
-        try container.encodeNullable(startedAt, forKey: .startedAt)
-        try container.encodeNullable(finishedAt, forKey: .finishedAt)
+extension Job: JSONWritable {
+    /// The job as JSON, in a buffer sized for its uploads: the status poll's answer.
+    public var json: [UInt8] {
+        var writer = JSONWriter(capacity: 576 + uploads.count * 200)
+        write(to: &writer)
+        return writer.bytes
+    }
+
+    /// Every member, `null` for absent values: alone for the status poll, or within `{"post", "job"}` and list pages.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        for member in Member.allCases {
+            writer.key(member)
+            switch member {
+            case .id: writer.string(id)
+            case .postID: writer.string(postID)
+            case .state: writer.string(state.rawValue)
+            case .done: writer.bool(done)
+            case .priority: writer.string(priority.rawValue)
+            case .attempt: writer.int(attempt)
+            case .runAt: writer.timestamp(runAt)
+            case .cancelRequested: writer.bool(cancelRequested)
+            case .progress: progress.write(to: &writer)
+            case .uploads: writer.array(uploads)
+            case .error: writer.value(error)
+            case .createdAt: writer.timestamp(createdAt)
+            case .startedAt: writer.timestamp(startedAt)
+            case .finishedAt: writer.timestamp(finishedAt)
+            }
+        }
+        writer.endObject()
+    }
+}
+
+extension Job.Upload: JSONWritable {
+    /// Every member, `null` for no error.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        for member in Member.allCases {
+            writer.key(member)
+            switch member {
+            case .mediaID: writer.string(mediaID)
+            case .state: writer.string(state.rawValue)
+            case .attempts: writer.int(attempts)
+            case .error: writer.string(error)
+            case .size: writer.int(size)
+            case .bytesSent: writer.int(bytesSent)
+            }
+        }
+        writer.endObject()
+    }
+}
+
+extension Job.Progress: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        for member in Member.allCases {
+            writer.key(member)
+            switch member {
+            case .total: writer.int(total)
+            case .uploaded: writer.int(uploaded)
+            case .failed: writer.int(failed)
+            case .percent: writer.int(percent)
+            case .bytesTotal: writer.int(bytesTotal)
+            case .bytesUploaded: writer.int(bytesUploaded)
+            }
+        }
+        writer.endObject()
+    }
+}
+
+extension Job.Failure: JSONWritable {
+    /// `media_id` only when the failure is about one medium.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        for member in Member.allCases where member != .mediaID || mediaID != nil {
+            writer.key(member)
+            switch member {
+            case .code: writer.string(code.rawValue)
+            case .message: writer.string(message)
+            case .mediaID: writer.string(mediaID)
+            }
+        }
+        writer.endObject()
     }
 }

@@ -1,5 +1,5 @@
 /// A medium: uploaded bytes and their metadata, the API's media object.
-public struct Media: Codable, Sendable, Equatable {
+public struct Media: Sendable, Equatable {
     /// The medium's id (UUIDv7).
     public var id: MediaID
     /// The declared type, checked against the bytes' signature.
@@ -38,16 +38,19 @@ public struct Media: Codable, Sendable, Equatable {
     /// The list position of this medium, for a `next_cursor`.
     public var cursor: Cursor { Cursor(createdAt: createdAt, id: id.rawValue) }
 
-    private enum CodingKeys: String, CodingKey {
+    /// The media object's members.
+    public enum Member: String, JSONMember {
         case id
         case contentType = "content_type"
         case size, sha256, description, state, url
         case postID = "post_id"
         case createdAt = "created_at"
     }
+}
 
+extension Media: Decodable {
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: Member.self)
         id = try container.decode(MediaID.self, forKey: .id)
         contentType = try container.decode(MediaType.self, forKey: .contentType)
         size = try container.decode(Int64.self, forKey: .size)
@@ -58,31 +61,26 @@ public struct Media: Codable, Sendable, Equatable {
         postID = try container.decodeIfPresent(PostID.self, forKey: .postID)
         createdAt = try container.decode(Timestamp.self, forKey: .createdAt)
     }
-
-    /// Encodes every key of the API's media object, with `null` for absent values.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(contentType, forKey: .contentType)
-        try container.encode(size, forKey: .size)
-        try container.encode(sha256, forKey: .sha256)
-        try container.encodeNullable(description, forKey: .description)
-        try container.encode(state, forKey: .state)
-        try container.encodeNullable(url, forKey: .url)
-        try container.encodeNullable(postID, forKey: .postID)
-        try container.encode(createdAt, forKey: .createdAt)
-    }
 }
 
-extension KeyedEncodingContainer {
-    /// Encodes `value`, or an explicit `null` when it is nil.
-    ///
-    /// The API promises every key of its objects is present; synthesized `Encodable` would drop nil ones.
-    mutating func encodeNullable<Value: Encodable>(_ value: Value?, forKey key: Key) throws {
-        if let value {
-            try encode(value, forKey: key)
-        } else {
-            try encodeNil(forKey: key)
+extension Media: JSONWritable {
+    /// Every member, `null` for absent values.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        for member in Member.allCases {
+            writer.key(member)
+            switch member {
+            case .id: writer.string(id)
+            case .contentType: writer.string(contentType.rawValue)
+            case .size: writer.int(Int(size))
+            case .sha256: writer.string(sha256)
+            case .description: writer.string(description)
+            case .state: writer.string(state.rawValue)
+            case .url: writer.string(url)
+            case .postID: writer.string(postID)
+            case .createdAt: writer.timestamp(createdAt)
+            }
         }
+        writer.endObject()
     }
 }

@@ -24,7 +24,8 @@ public struct Page<Element> {
         }
     }
 
-    private enum CodingKeys: String, CodingKey {
+    /// The page object's members.
+    public enum Member: String, JSONMember {
         case data
         case nextCursor = "next_cursor"
     }
@@ -34,18 +35,9 @@ extension Page: Sendable where Element: Sendable {}
 
 extension Page: Equatable where Element: Equatable {}
 
-extension Page: Encodable where Element: Encodable {
-    /// Encodes both keys, with `"next_cursor": null` on the last page.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(data, forKey: .data)
-        try container.encodeNullable(nextCursor, forKey: .nextCursor)
-    }
-}
-
 extension Page: Decodable where Element: Decodable {
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: Member.self)
         self.init(
             data: try container.decode([Element].self, forKey: .data),
             nextCursor: try container.decodeIfPresent(Cursor.self, forKey: .nextCursor)
@@ -53,8 +45,23 @@ extension Page: Decodable where Element: Decodable {
     }
 }
 
+extension Page: JSONWritable where Element: JSONWritable {
+    /// Both members, with `"next_cursor": null` on the last page.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        for member in Member.allCases {
+            writer.key(member)
+            switch member {
+            case .data: writer.array(data)
+            case .nextCursor: writer.string(nextCursor?.encoded)
+            }
+        }
+        writer.endObject()
+    }
+}
+
 /// The job queue's state: the API's queue object.
-public struct QueueStatus: Codable, Sendable, Equatable {
+public struct QueueStatus: Decodable, Sendable, Equatable {
     /// Whether claiming new jobs is stopped.
     public var paused: Bool
     /// How many jobs may run at once.
@@ -73,5 +80,30 @@ public struct QueueStatus: Codable, Sendable, Equatable {
         self.running = running
         self.queued = queued
         self.scheduled = scheduled
+    }
+
+    /// The queue object's members.
+    public enum Member: String, JSONMember {
+        case paused, workers, running, queued, scheduled
+    }
+
+    // Decoded by these keys.
+    private typealias CodingKeys = Member
+}
+
+extension QueueStatus: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        for member in Member.allCases {
+            writer.key(member)
+            switch member {
+            case .paused: writer.bool(paused)
+            case .workers: writer.int(workers)
+            case .running: writer.int(running)
+            case .queued: writer.int(queued)
+            case .scheduled: writer.int(scheduled)
+            }
+        }
+        writer.endObject()
     }
 }

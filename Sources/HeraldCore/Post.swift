@@ -1,5 +1,5 @@
 /// A post: text and media to publish together, the API's post object.
-public struct Post: Codable, Sendable, Equatable {
+public struct Post: Sendable, Equatable {
     /// The post's id (UUIDv7).
     public var id: PostID
     /// The text; empty when the post is media only.
@@ -38,7 +38,8 @@ public struct Post: Codable, Sendable, Equatable {
     /// The list position of this post, for a `next_cursor`.
     public var cursor: Cursor { Cursor(createdAt: createdAt, id: id.rawValue) }
 
-    private enum CodingKeys: String, CodingKey {
+    /// The post object's members.
+    public enum Member: String, JSONMember {
         case id, text, state, media
         case jobID = "job_id"
         case priority
@@ -46,9 +47,11 @@ public struct Post: Codable, Sendable, Equatable {
         case createdAt = "created_at"
         case publishedAt = "published_at"
     }
+}
 
+extension Post: Decodable {
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: Member.self)
         id = try container.decode(PostID.self, forKey: .id)
         text = try container.decode(String.self, forKey: .text)
         state = try container.decode(PostState.self, forKey: .state)
@@ -59,24 +62,32 @@ public struct Post: Codable, Sendable, Equatable {
         createdAt = try container.decode(Timestamp.self, forKey: .createdAt)
         publishedAt = try container.decodeIfPresent(Timestamp.self, forKey: .publishedAt)
     }
+}
 
-    /// Encodes every key of the API's post object, with `null` for absent values.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(text, forKey: .text)
-        try container.encode(state, forKey: .state)
-        try container.encode(media, forKey: .media)
-        try container.encode(jobID, forKey: .jobID)
-        try container.encode(priority, forKey: .priority)
-        try container.encodeNullable(scheduledAt, forKey: .scheduledAt)
-        try container.encode(createdAt, forKey: .createdAt)
-        try container.encodeNullable(publishedAt, forKey: .publishedAt)
+extension Post: JSONWritable {
+    /// Every member, `null` for absent values; the media as media objects.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        for member in Member.allCases {
+            writer.key(member)
+            switch member {
+            case .id: writer.string(id)
+            case .text: writer.string(text)
+            case .state: writer.string(state.rawValue)
+            case .media: writer.array(media)
+            case .jobID: writer.string(jobID)
+            case .priority: writer.string(priority.rawValue)
+            case .scheduledAt: writer.timestamp(scheduledAt)
+            case .createdAt: writer.timestamp(createdAt)
+            case .publishedAt: writer.timestamp(publishedAt)
+            }
+        }
+        writer.endObject()
     }
 }
 
 /// The answer to creating or re-publishing a post: `{"post": Post, "job": Job}`.
-public struct PostAndJob: Codable, Sendable, Equatable {
+public struct PostAndJob: Decodable, Sendable, Equatable {
     /// The post.
     public var post: Post
     /// Its new publish job.
@@ -86,5 +97,28 @@ public struct PostAndJob: Codable, Sendable, Equatable {
     public init(post: Post, job: Job) {
         self.post = post
         self.job = job
+    }
+
+    /// The answer's members.
+    public enum Member: String, JSONMember {
+        case post, job
+    }
+
+    // Decoded by these keys.
+    private typealias CodingKeys = Member
+}
+
+extension PostAndJob: JSONWritable {
+    /// The post, then its job.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        for member in Member.allCases {
+            writer.key(member)
+            switch member {
+            case .post: post.write(to: &writer)
+            case .job: job.write(to: &writer)
+            }
+        }
+        writer.endObject()
     }
 }

@@ -121,73 +121,47 @@ public struct WebhookEvent: Sendable {
 
 // MARK: JSON
 
-extension Webhook: Encodable {
-    private enum CodingKeys: String, CodingKey {
-        case id, url, events, disabled
+extension Webhook: JSONWritable {
+    /// The endpoint object's members; `secret` is written only in a creation's answer (``CreatedWebhook``).
+    public enum Member: String, JSONMember {
+        case id, url, events, secret, disabled
         case createdAt = "created_at"
     }
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(url, forKey: .url)
-        try container.encode(events, forKey: .events)
-        try container.encode(disabled, forKey: .disabled)
-        try container.encode(createdAt, forKey: .createdAt)
-    }
-}
-
-extension Webhook: JSONWritable {
-    /// `{"id", "url", "events", "disabled", "created_at"}`.
     public func write(to writer: inout JSONWriter) {
+        write(to: &writer, secret: nil)
+    }
+
+    fileprivate func write(to writer: inout JSONWriter, secret: String?) {
         writer.beginObject()
-        writeMembers(to: &writer, secret: nil)
-        writer.endObject()
-    }
-
-    /// The members, with `"secret"` after `"events"` when given (the answer of a creation).
-    fileprivate func writeMembers(to writer: inout JSONWriter, secret: String?) {
-        writer.key("id")
-        writer.string(id)
-        writer.key("url")
-        writer.string(url)
-        writer.key("events")
-        writer.beginArray()
-        for event in events { writer.string(event.rawValue) }
-        writer.endArray()
-        if let secret {
-            writer.key("secret")
-            writer.string(secret)
+        for member in Member.allCases where member != .secret || secret != nil {
+            writer.key(member)
+            switch member {
+            case .id: writer.string(id)
+            case .url: writer.string(url)
+            case .events:
+                writer.beginArray()
+                for event in events { writer.string(event.rawValue) }
+                writer.endArray()
+            case .secret: writer.string(secret)
+            case .disabled: writer.bool(disabled)
+            case .createdAt: writer.timestamp(createdAt)
+            }
         }
-        writer.key("disabled")
-        writer.bool(disabled)
-        writer.key("created_at")
-        writer.timestamp(createdAt)
-    }
-}
-
-extension CreatedWebhook: Encodable {
-    private enum CodingKeys: String, CodingKey { case secret }
-
-    /// The endpoint's members and `"secret"`.
-    public func encode(to encoder: any Encoder) throws {
-        try webhook.encode(to: encoder)
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(secret, forKey: .secret)
+        writer.endObject()
     }
 }
 
 extension CreatedWebhook: JSONWritable {
-    /// `{"id", "url", "events", "secret", "disabled", "created_at"}`: the secret, shown this once.
+    /// The endpoint's members with its secret, shown this once.
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        webhook.writeMembers(to: &writer, secret: secret)
-        writer.endObject()
+        webhook.write(to: &writer, secret: secret)
     }
 }
 
-extension WebhookDelivery: Encodable {
-    private enum CodingKeys: String, CodingKey {
+extension WebhookDelivery: JSONWritable {
+    /// The delivery object's members.
+    public enum Member: String, JSONMember {
         case id
         case eventID = "event_id"
         case type, attempts, status
@@ -198,76 +172,58 @@ extension WebhookDelivery: Encodable {
         case createdAt = "created_at"
     }
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(eventID, forKey: .eventID)
-        try container.encode(type, forKey: .type)
-        try container.encode(attempts, forKey: .attempts)
-        try container.encode(status.rawValue, forKey: .status)
-        try container.encodeNullable(lastStatusCode, forKey: .lastStatusCode)
-        try container.encodeNullable(lastError, forKey: .lastError)
-        try container.encodeNullable(nextAttemptAt, forKey: .nextAttemptAt)
-        try container.encodeNullable(deliveredAt, forKey: .deliveredAt)
-        try container.encode(createdAt, forKey: .createdAt)
-    }
-}
-
-extension WebhookDelivery: JSONWritable {
-    /// `{"id", "event_id", "type", "attempts", "status", "last_status_code", "last_error", "next_attempt_at",
-    /// "delivered_at", "created_at"}`.
+    /// Every member, `null` for absent values.
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("id")
-        writer.string(id)
-        writer.key("event_id")
-        writer.string(eventID)
-        writer.key("type")
-        writer.string(type.rawValue)
-        writer.key("attempts")
-        writer.int(attempts)
-        writer.key("status")
-        writer.string(status.rawValue)
-        writer.key("last_status_code")
-        if let lastStatusCode { writer.int(lastStatusCode) } else { writer.null() }
-        writer.key("last_error")
-        writer.string(lastError)
-        writer.key("next_attempt_at")
-        writer.timestamp(nextAttemptAt)
-        writer.key("delivered_at")
-        writer.timestamp(deliveredAt)
-        writer.key("created_at")
-        writer.timestamp(createdAt)
+        for member in Member.allCases {
+            writer.key(member)
+            switch member {
+            case .id: writer.string(id)
+            case .eventID: writer.string(eventID)
+            case .type: writer.string(type.rawValue)
+            case .attempts: writer.int(attempts)
+            case .status: writer.string(status.rawValue)
+            case .lastStatusCode: if let lastStatusCode { writer.int(lastStatusCode) } else { writer.null() }
+            case .lastError: writer.string(lastError)
+            case .nextAttemptAt: writer.timestamp(nextAttemptAt)
+            case .deliveredAt: writer.timestamp(deliveredAt)
+            case .createdAt: writer.timestamp(createdAt)
+            }
+        }
         writer.endObject()
     }
 }
 
 extension WebhookEvent: JSONWritable {
-    /// `{"type", "timestamp", "data": {"job", "post"}}`.
+    /// The event body's members; `data` holds the job and its post.
+    public enum Member: String, JSONMember {
+        case type, timestamp, data
+    }
+
+    /// The members of the event's `data`.
+    public enum DataMember: String, JSONMember {
+        case job, post
+    }
+
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("type")
-        writer.string(type.rawValue)
-        writer.key("timestamp")
-        writer.timestamp(timestamp)
-        writer.key("data")
-        writer.beginObject()
-        writer.key("job")
-        job.write(to: &writer)
-        writer.key("post")
-        post.write(to: &writer)
-        writer.endObject()
+        for member in Member.allCases {
+            writer.key(member)
+            switch member {
+            case .type: writer.string(type.rawValue)
+            case .timestamp: writer.timestamp(timestamp)
+            case .data:
+                writer.beginObject()
+                for member in DataMember.allCases {
+                    writer.key(member)
+                    switch member {
+                    case .job: job.write(to: &writer)
+                    case .post: post.write(to: &writer)
+                    }
+                }
+                writer.endObject()
+            }
+        }
         writer.endObject()
     }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(type, forKey: .type)
-        try container.encode(timestamp, forKey: .timestamp)
-        var data = container.nestedContainer(keyedBy: CodingKeys.self, forKey: .data)
-        try data.encode(job, forKey: .job)
-        try data.encode(post, forKey: .post)
-    }
-
-    private enum CodingKeys: String, CodingKey { case type, timestamp, data, job, post }
 }

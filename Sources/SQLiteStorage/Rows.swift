@@ -209,29 +209,53 @@ extension Database {
     }
 }
 
-/// The `jobs` columns a job object is made of, in the order ``SQLiteJobStatusReader`` selects them.
-enum JobColumn: Int32, CaseIterable {
-    case id, postID, state, priority, attempt, runAt, cancelRequested, errorCode, errorMessage, errorMediaID
-    case createdAt, startedAt, finishedAt
+/// A `jobs` column of the job object: where it is in the statements that select ``all``.
+///
+/// Derived from ``Job/Member``, the one list of the job object's members: the columns follow the members' order, and a
+/// member added to a job must be given its columns here (the switch is exhaustive) before anything compiles.
+struct JobColumn: Sendable {
+    /// Its index in ``all`` and so in the status statement's result (a position alone: the poll reads by it, and a
+    /// trivial value costs no reference counting there).
+    let position: Int32
 
     /// The column's name in `jobs`.
-    var name: String {
-        switch self {
-        case .id: "id"
-        case .postID: "post_id"
-        case .state: "state"
-        case .priority: "priority"
-        case .attempt: "attempt"
-        case .runAt: "run_at"
-        case .cancelRequested: "cancel_requested"
-        case .errorCode: "error_code"
-        case .errorMessage: "error_message"
-        case .errorMediaID: "error_media_id"
-        case .createdAt: "created_at"
-        case .startedAt: "started_at"
-        case .finishedAt: "finished_at"
+    var name: String { Self.all[Int(position)] }
+
+    /// The columns a member is stored in, in order.
+    static func names(of member: Job.Member) -> [String] {
+        switch member {
+        case .id, .postID, .state, .priority, .attempt, .runAt, .cancelRequested, .createdAt, .startedAt, .finishedAt: [member.rawValue]
+        case .error: ["error_code", "error_message", "error_media_id"]
+        // Derived from the state and the uploads.
+        case .done, .progress: []
+        // Rows of `uploads`, read beside the job.
+        case .uploads: []
         }
     }
+
+    /// Every column of the job object, in member order: the list the status statement selects.
+    static let all: [String] = Job.Member.allCases.flatMap(names(of:))
+
+    /// The `part`th column of `member`.
+    private init(_ member: Job.Member, part: Int = 0) {
+        let before = Job.Member.allCases.prefix { $0 != member }.reduce(0) { $0 + Self.names(of: $1).count }
+        precondition(part < Self.names(of: member).count, "\(member) has no column \(part)")
+        position = Int32(before + part)
+    }
+
+    static let id = JobColumn(.id)
+    static let postID = JobColumn(.postID)
+    static let state = JobColumn(.state)
+    static let priority = JobColumn(.priority)
+    static let attempt = JobColumn(.attempt)
+    static let runAt = JobColumn(.runAt)
+    static let cancelRequested = JobColumn(.cancelRequested)
+    static let errorCode = JobColumn(.error, part: 0)
+    static let errorMessage = JobColumn(.error, part: 1)
+    static let errorMediaID = JobColumn(.error, part: 2)
+    static let createdAt = JobColumn(.createdAt)
+    static let startedAt = JobColumn(.startedAt)
+    static let finishedAt = JobColumn(.finishedAt)
 }
 
 /// A `jobs` row as ``Rows/job(_:uploads:)`` reads it; NULL reads as nil.

@@ -69,7 +69,7 @@ struct SQLiteJobStatusReader: JobStatusReader {
         job.uploads.reserveCapacity(8)
         // The job's columns repeat on every row; the upload's follow them, NULL on the LEFT JOIN's row of a job
         // without media.
-        let upload = Int32(JobColumn.allCases.count)
+        let upload = Int32(JobColumn.all.count)
         while code == SQLITE_ROW {
             if let mediaID = columns.text(upload) {
                 guard let state = UploadState(rawValue: columns.text(upload + 1) ?? "") else {
@@ -88,12 +88,11 @@ struct SQLiteJobStatusReader: JobStatusReader {
         return job
     }
 
-    /// The job's columns in ``JobColumn`` order, then the upload's. Media by the post's
-    /// `(post_id, position)` index: rows arrive in position order, no sort. A post's uploads are one row per medium
-    /// (``SQLiteJobRepository``), so joining them through the media lists exactly the job's uploads.
-    fileprivate static let query = """
-        SELECT jobs.id, jobs.post_id, jobs.state, jobs.priority, jobs.attempt, jobs.run_at, jobs.cancel_requested,
-               jobs.error_code, jobs.error_message, jobs.error_media_id, jobs.created_at, jobs.started_at, jobs.finished_at,
+    /// The job's columns (``JobColumn/all``), then the upload's. Media by the post's `(post_id, position)` index: rows
+    /// arrive in position order, no sort. A post's uploads are one row per medium (``SQLiteJobRepository``), so joining
+    /// them through the media lists exactly the job's uploads.
+    static let query = """
+        SELECT \(JobColumn.all.map { "jobs.\($0)" }.joined(separator: ", ")),
                uploads.media_id, uploads.state, uploads.attempts, uploads.error, media.size, uploads.bytes_sent
         FROM jobs
         LEFT JOIN media ON media.post_id = jobs.post_id
@@ -102,7 +101,7 @@ struct SQLiteJobStatusReader: JobStatusReader {
         ORDER BY media.position
         """
 
-    /// The current row's values, by column index (a job's at their ``JobColumn`` index).
+    /// The current row's values, by column index (a job's at their ``JobColumn/position``).
     private struct Columns: JobColumns {
         let statement: OpaquePointer
 
@@ -112,15 +111,15 @@ struct SQLiteJobStatusReader: JobStatusReader {
 
         func text(_ index: Int32) -> String? { utf8(index).map { String(decoding: $0, as: UTF8.self) } }
 
-        func text(_ column: JobColumn) -> String? { text(column.rawValue) }
+        func text(_ column: JobColumn) -> String? { text(column.position) }
 
         func int(_ column: JobColumn) -> Int? {
-            sqlite3_column_type(statement, column.rawValue) == SQLITE_NULL ? nil : int(column.rawValue)
+            sqlite3_column_type(statement, column.position) == SQLITE_NULL ? nil : int(column.position)
         }
 
         /// Parsed in place: no string made.
         func timestamp(_ column: JobColumn) -> (value: Timestamp?, isReadable: Bool) {
-            guard let utf8 = utf8(column.rawValue) else { return (nil, true) }
+            guard let utf8 = utf8(column.position) else { return (nil, true) }
             let timestamp = Timestamp(rfc3339: utf8)
             return (timestamp, timestamp != nil)
         }

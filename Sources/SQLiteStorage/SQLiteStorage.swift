@@ -13,6 +13,9 @@ public struct SQLiteStorage: Storage {
     public static let busyTimeout: TimeInterval = 5
 
     /// The migration identifiers in the order they are applied: the embedded `Migrations/*.sql` names without `.sql`.
+    /// The status poll's statement, as its reader prepares it: the benchmark's C server runs exactly this.
+    public static var statusStatement: String { SQLiteJobStatusReader.query }
+
     public static var migrationIdentifiers: [String] {
         EmbeddedMigrations.files.map { migrationIdentifier(fileName: $0.name) }
     }

@@ -20,6 +20,16 @@ struct Backup: AsyncParsableCommand {
     }
 }
 
+/// `herald status-statement`: the status poll's SQL, for the benchmark's C server (`Benchmarks/run.py`); not in the help.
+struct StatusStatement: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status-statement", abstract: "Print the SQL of the status poll's read.", shouldDisplay: false)
+
+    func run() {
+        print(SQLiteStorage.statusStatement)
+    }
+}
+
 /// `herald check --data-dir D`: the database, the staging folder and the store against one another.
 struct Check: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

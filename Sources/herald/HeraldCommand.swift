@@ -18,7 +18,7 @@ struct HeraldCommand: AsyncParsableCommand {
         commandName: "herald",
         abstract: "Herald: uploads media and publishes posts, each publish a job you can watch and cancel.",
         version: HeraldConfiguration.version,
-        subcommands: [Serve.self, Publish.self, Jobs.self, Posts.self, Keys.self, Backup.self, Check.self, Healthcheck.self],
+        subcommands: [Serve.self, Publish.self, Jobs.self, Posts.self, Keys.self, Backup.self, Check.self, Healthcheck.self, StatusStatement.self],
         defaultSubcommand: Serve.self
     )
 }

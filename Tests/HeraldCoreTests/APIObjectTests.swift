@@ -2,29 +2,56 @@ import Foundation
 import HeraldCore
 import Testing
 
+/// The schemas of `openapi.yaml`, read by its own layout (two spaces a level): enough to list a schema's properties.
+enum OpenAPI {
+    static let lines: [Substring] = {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = (try? String(contentsOf: root.appendingPathComponent("openapi.yaml"), encoding: .utf8)) ?? ""
+        return text.split(separator: "\n", omittingEmptySubsequences: false)
+    }()
+
+    /// The `properties` of `components.schemas.<schema>`, in their documented order; empty if there is no such schema.
+    static func properties(of schema: String) -> [String] {
+        guard let schemas = lines.firstIndex(of: "  schemas:"),
+            let start = lines[schemas...].firstIndex(of: "    \(schema):")
+        else { return [] }
+        var names: [String] = []
+        var inProperties = false
+        for line in lines[(start + 1)...] {
+            let indent = line.prefix { $0 == " " }.count
+            if line.isEmpty { continue }
+            if indent <= 4 { break }
+            if indent == 6 { inProperties = line == "      properties:" }
+            if inProperties, indent == 8, line.hasSuffix(":") { names.append(String(line.dropFirst(8).dropLast())) }
+        }
+        return names
+    }
+}
+
 /// The keys of each object, as `openapi.yaml` documents them.
 enum APIKeys {
-    static let media: Set = ["id", "content_type", "size", "sha256", "description", "state", "url", "post_id", "created_at"]
-    static let post: Set = ["id", "text", "state", "media", "job_id", "priority", "scheduled_at", "created_at", "published_at"]
-    static let job: Set = [
-        "id", "post_id", "state", "done", "priority", "attempt", "run_at", "cancel_requested", "progress", "uploads", "error",
-        "created_at", "started_at", "finished_at",
-    ]
-    static let progress: Set = ["total", "uploaded", "failed", "percent", "bytes_total", "bytes_uploaded"]
-    static let upload: Set = ["media_id", "state", "attempts", "error", "size", "bytes_sent"]
+    static let media = Set(OpenAPI.properties(of: "Media"))
+    static let post = Set(OpenAPI.properties(of: "Post"))
+    static let job = Set(OpenAPI.properties(of: "Job"))
+    static let progress = Set(OpenAPI.properties(of: "Progress"))
+    static let upload = Set(OpenAPI.properties(of: "Upload"))
     static let page: Set = ["data", "next_cursor"]
-    static let queue: Set = ["paused", "workers", "running", "queued", "scheduled"]
+    static let queue = Set(OpenAPI.properties(of: "Queue"))
 }
 
-/// Encodes `value` and reads it back as a JSON object, the way a client sees it.
+/// Writes `value` as the server does and reads it back as a JSON object, the way a client sees it.
+func jsonObject(_ value: some JSONWritable) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: Data(value.json)) as? [String: Any])
+}
+
+/// Encodes `value` (a request body) and reads it back as a JSON object.
 func jsonObject(_ value: some Encodable) throws -> [String: Any] {
-    let data = try JSONEncoder().encode(value)
-    return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(value)) as? [String: Any])
 }
 
-/// Encodes and decodes `value`.
-func roundTrip<Value: Codable>(_ value: Value) throws -> Value {
-    try JSONDecoder().decode(Value.self, from: JSONEncoder().encode(value))
+/// Writes `value` as the server does and decodes it as the client does.
+func roundTrip<Value: JSONWritable & Decodable>(_ value: Value) throws -> Value {
+    try JSONDecoder().decode(Value.self, from: Data(value.json))
 }
 
 enum Fixtures {
@@ -43,6 +70,28 @@ enum Fixtures {
 
 @Suite("API objects")
 struct APIObjectTests {
+    /// Each object's member list against its schema.
+    static let documented: [(schema: String, members: [String])] = [
+        ("Media", Media.Member.allCases.map(\.rawValue)),
+        ("Post", Post.Member.allCases.map(\.rawValue)),
+        ("Job", Job.Member.allCases.map(\.rawValue)),
+        ("Progress", Job.Progress.Member.allCases.map(\.rawValue)),
+        ("Upload", Job.Upload.Member.allCases.map(\.rawValue)),
+        ("JobError", Job.Failure.Member.allCases.map(\.rawValue)),
+        ("PostAndJob", PostAndJob.Member.allCases.map(\.rawValue)),
+        ("Queue", QueueStatus.Member.allCases.map(\.rawValue)),
+        // The secret is in CreatedKey's schema (ApiKey's members, then `key`).
+        ("ApiKey", APIKey.Member.allCases.filter { $0 != .key }.map(\.rawValue)),
+        ("Webhook", Webhook.Member.allCases.map(\.rawValue)),
+        ("WebhookDelivery", WebhookDelivery.Member.allCases.map(\.rawValue)),
+        ("WebhookEvent", WebhookEvent.Member.allCases.map(\.rawValue)),
+    ]
+
+    @Test("every object's members are its documented properties, in the documented order", arguments: documented)
+    func membersAreDocumented(schema: String, members: [String]) {
+        #expect(OpenAPI.properties(of: schema) == members, "openapi.yaml's \(schema)")
+    }
+
     @Test("a staged medium has every key, with nulls")
     func mediaNulls() throws {
         let json = try jsonObject(Fixtures.stagedMedia)
