@@ -131,12 +131,7 @@ public final class JobChanges: Sendable {
 
     /// Waits until `jobID` changes after `generation` (at once if it already has), or `timeout` passes.
     public func waitForChange(of jobID: JobID, after generation: UInt64, timeout: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.change(of: jobID, after: generation) }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
-            group.cancelAll()
-        }
+        _ = try? await withTimeout(timeout) { await self.change(of: jobID, after: generation) }
     }
 
     private func change(of jobID: JobID, after generation: UInt64) async {

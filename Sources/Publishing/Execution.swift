@@ -73,9 +73,10 @@ struct Execution: Sendable {
             jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploading, attempts: attempts, error: nil)
             let started = ContinuousClock.now
             do {
-                let url = try await withTimeout(configuration.uploadTimeout) { [jobs, jobID = job.jobID] in
+                let put = try await withTimeout(configuration.uploadTimeout) { [jobs, jobID = job.jobID] in
                     try await store.put(object) { bytes in jobs.reportBytes(jobID: jobID, mediaID: media.mediaID, bytes: bytes) }
                 }
+                guard let url = put else { throw MediaStoreError.timedOut(after: configuration.uploadTimeout) }
                 Timer(label: "herald_upload_duration_seconds").record(duration: ContinuousClock.now - started)
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "uploaded")]).increment()
                 jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploaded, attempts: attempts, error: nil)
@@ -167,20 +168,6 @@ struct Execution: Sendable {
                 logger.warning("could not delete an uploaded object", metadata: ["key": "\(key)", "error": "\(error)"])
             }
         }
-    }
-}
-
-/// Runs `operation`, or throws a transient ``MediaStoreError/timedOut(after:)`` when it takes longer than `timeout`.
-func withTimeout<T: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            throw MediaStoreError.timedOut(after: timeout)
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next() else { throw CancellationError() }
-        return first
     }
 }
 

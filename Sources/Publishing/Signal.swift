@@ -1,3 +1,4 @@
+import HeraldCore
 import Synchronization
 
 /// A wake-up that one waiter at a time can await: `fire()` before `wait` is remembered (level, not edge).
@@ -26,12 +27,7 @@ public final class Signal: Sendable {
 
     /// Returns once fired (consuming it), when `timeout` passes, or when the task is cancelled.
     public func wait(timeout: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.next() }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
-            group.cancelAll()
-        }
+        _ = try? await withTimeout(timeout) { await self.next() }
     }
 
     private func next() async {
