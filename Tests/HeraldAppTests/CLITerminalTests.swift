@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldTestSupport
 import Testing
 
 @testable import HeraldApp
@@ -94,7 +95,7 @@ struct CLITerminalTests {
     @Test func barsDrawMoveAndFinishInColour() async throws {
         let files = try ClientFiles()
         let (small, second) = (files.small, files.second)
-        try await withHerald(store: PacedStore(duration: .seconds(2))) { base, _, application in
+        try await withHerald(store: TestStore.paced(.seconds(2))) { base, _, application in
             let key = try #require(application.initialKey?.secret)
             let terminal = Terminal()
             try await terminal.start(Self.command("publish \(small) \(second) --text terminal", base: base, key: key), width: 100, height: 30)
@@ -124,7 +125,7 @@ struct CLITerminalTests {
     @Test func aNarrowTerminalGetsShorterLinesAndNO_COLORNoColour() async throws {
         let files = try ClientFiles()
         let second = files.second
-        try await withHerald(store: PacedStore(duration: .seconds(1))) { base, _, application in
+        try await withHerald(store: TestStore.paced(.seconds(1))) { base, _, application in
             let key = try #require(application.initialKey?.secret)
             let terminal = Terminal()
             try await terminal.start(

@@ -19,7 +19,7 @@ struct ClientFiles: ~Copyable {
         try Data(pngBytes).write(to: URL(fileURLWithPath: small))
         try Data(pngBytes + Array(repeating: 7, count: 20_000)).write(to: URL(fileURLWithPath: second))
         try Data(Array("GIF89a".utf8) + Array(repeating: 1, count: 2000)).write(to: URL(fileURLWithPath: refused))
-        try Data(pngBytes + Array(repeating: 0, count: PacedStore.hangingSize)).write(to: URL(fileURLWithPath: hanging))
+        try Data(pngBytes + Array(repeating: 0, count: TestStore.hangingSize)).write(to: URL(fileURLWithPath: hanging))
     }
 
     deinit { try? FileManager.default.removeItem(atPath: directory) }
@@ -31,7 +31,7 @@ struct CLITests {
     @Test func publishPrintsALinePerEventAndExitsZeroWhenPublished() async throws {
         let files = try ClientFiles()
         let (small, second) = (files.small, files.second)
-        try await withHerald(store: PacedStore()) { base, _, application in
+        try await withHerald(store: TestStore.paced()) { base, _, application in
             let key = try #require(application.initialKey?.secret)
             let run = try await runClient(["publish", small, second, "--text", "from the CLI"], base: base, key: key)
             #expect(run.status == 0, "stderr: \(run.stderr)")
@@ -61,7 +61,7 @@ struct CLITests {
     @Test func jsonPrintsTheServersObjectsOneALine() async throws {
         let files = try ClientFiles()
         let small = files.small
-        try await withHerald(store: PacedStore()) { base, _, application in
+        try await withHerald(store: TestStore.paced()) { base, _, application in
             let key = try #require(application.initialKey?.secret)
             let run = try await runClient(["publish", small, "--text", "json", "--json", "--priority", "high"], base: base, key: key)
             #expect(run.status == 0, "stderr: \(run.stderr)")
@@ -82,7 +82,7 @@ struct CLITests {
     @Test func aFailedJobExitsOneAndSaysWhy() async throws {
         let files = try ClientFiles()
         let (small, refused) = (files.small, files.refused)
-        try await withHerald(store: PacedStore()) { base, _, application in
+        try await withHerald(store: TestStore.paced()) { base, _, application in
             let key = try #require(application.initialKey?.secret)
             let run = try await runClient(["publish", small, refused, "--text", "doomed"], base: base, key: key)
             #expect(run.status == 1, "stdout: \(run.stdout) stderr: \(run.stderr)")
@@ -93,7 +93,7 @@ struct CLITests {
     @Test func ctrlCCancelsTheJobWaitsForItsEndAndExitsThree() async throws {
         let files = try ClientFiles()
         let (small, hanging) = (files.small, files.hanging)
-        try await withHerald(store: PacedStore()) { base, _, application in
+        try await withHerald(store: TestStore.paced()) { base, _, application in
             let key = try #require(application.initialKey?.secret)
             let process = try ClientProcess(
                 ["publish", small, hanging, "--text", "to cancel"], environment: ["HERALD_URL": base, "HERALD_KEY": key])
@@ -167,7 +167,7 @@ struct CLITests {
     @Test func aFileHeraldWouldRefuseIsRefusedBeforeAnythingIsUploaded() async throws {
         let files = try ClientFiles()
         let (small, directory) = (files.small, files.directory)
-        try await withHerald(store: PacedStore()) { base, _, application in
+        try await withHerald(store: TestStore.paced()) { base, _, application in
             let key = try #require(application.initialKey?.secret)
             let text = directory + "/notes.txt"
             try Data("not a picture".utf8).write(to: URL(fileURLWithPath: text))
@@ -184,7 +184,7 @@ struct CLITests {
     @Test func jobsAndPostsCommandsListShowCancel() async throws {
         let files = try ClientFiles()
         let (small, hanging) = (files.small, files.hanging)
-        try await withHerald(store: PacedStore()) { base, _, application in
+        try await withHerald(store: TestStore.paced()) { base, _, application in
             let key = try #require(application.initialKey?.secret)
             let done = try await runClient(["publish", small, "--text", "first post"], base: base, key: key)
             #expect(done.status == 0)
@@ -225,7 +225,7 @@ struct CLITests {
     @Test func refusalsAndUnreachableServersExitTwoWithTheReason() async throws {
         let files = try ClientFiles()
         let small = files.small
-        try await withHerald(store: PacedStore()) { base, _, _ in
+        try await withHerald(store: TestStore.paced()) { base, _, _ in
             let wrongKey = try await runClient(["jobs", "list"], base: base, key: "hrld_wrong")
             #expect(wrongKey.status == 2)
             #expect(wrongKey.stderr.contains("401"), "\(wrongKey.stderr)")

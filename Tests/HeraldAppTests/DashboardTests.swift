@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import HeraldCore
+import HeraldTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -84,7 +85,7 @@ struct DashboardTests {
         let out = FileManager.default.currentDirectoryPath + "/.build/test-artifacts/dashboard"
         try? FileManager.default.removeItem(atPath: out)
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-        try await withHerald(store: PacedStore(duration: .milliseconds(500))) { base, _, application in
+        try await withHerald(store: TestStore.paced(.milliseconds(500))) { base, _, application in
             let key = try #require(application.initialKey?.secret)
             let script = FileManager.default.currentDirectoryPath + "/Tests/Browser/dashboard_test.py"
             // The python3 on this process's PATH: the one `make test-deps` installed selenium for.

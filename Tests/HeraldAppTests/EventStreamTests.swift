@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import HeraldCore
 import HeraldStorage
+import HeraldTestSupport
 import NIOCore
 import NIOHTTP1
 import Publishing
@@ -190,7 +191,7 @@ struct EventStreamTests {
     }
 
     @Test func bytesTakenByTheStoreStreamAsProgressAndShowInAPoll() async throws {
-        let store = SteppedStore()
+        let store = TestStore(default: .stepped)
         try await withHerald(store: store) { base, _, application in
             let media = try await uploadMedia(base, Array(pngBytes.prefix(1000)))
             let job = try await createJob(base, ["text": "bytes", "media_ids": [media]])
@@ -236,32 +237,4 @@ struct EventStreamTests {
             #expect(stored == 1000)
         }
     }
-}
-
-/// A store whose one upload takes bytes when the test says, and finishes when it says.
-final class SteppedStore: MediaStore {
-    private let steps: AsyncStream<Int?>
-    private let input: AsyncStream<Int?>.Continuation
-
-    init() {
-        (steps, input) = AsyncStream.makeStream(of: Int?.self)
-    }
-
-    /// The upload has taken `bytes` bytes.
-    func take(_ bytes: Int) { input.yield(bytes) }
-
-    /// The upload is complete.
-    func finish() { input.yield(nil) }
-
-    func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String {
-        for await step in steps {
-            guard let bytes = step else { return url(for: object.key) }
-            progress(bytes)
-        }
-        throw CancellationError()
-    }
-
-    func delete(key: String) async throws {}
-    func url(for key: String) -> String { "https://store.test/\(key)" }
-    func exists(key: String) async throws -> Bool { false }
 }

@@ -15,10 +15,18 @@ public final class TestStore: MediaStore {
         case landsWhenCancelled
         /// Waits until `count` uploads are in flight at once (for ever if they never are), then succeeds after `latency`.
         case succeedTogether(count: Int, after: Duration)
+        /// Takes its bytes in eight even steps over `duration`, telling each step's progress: a slow network.
+        case paced(over: Duration)
+        /// Tells half its bytes taken, then hangs until cancelled.
+        case halfThenHang
+        /// Takes bytes when the test says (``take(_:)``) and succeeds at ``finish()``.
+        case stepped
     }
 
     private struct State {
         var behaviours: [String: Behaviour] = [:]
+        /// Behaviours by what is uploaded, asked in order when its media id has none of its own.
+        var rules: [(matches: @Sendable (MediaObject) -> Bool, behaviour: Behaviour)] = []
         var defaultBehaviour: Behaviour = .succeed(after: .zero)
         var calls: [String: Int] = [:]
         var inFlight = 0
@@ -34,6 +42,8 @@ public final class TestStore: MediaStore {
         var deleteWaiters: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
+    /// What the test said to a ``Behaviour/stepped`` upload: bytes taken, or nil for done.
+    private let steps = AsyncStream.makeStream(of: Int?.self)
 
     public init(default behaviour: Behaviour = .succeed(after: .zero)) {
         state.withLock { $0.defaultBehaviour = behaviour }
@@ -42,6 +52,17 @@ public final class TestStore: MediaStore {
     public func behave(_ behaviour: Behaviour, forMediaID mediaID: MediaID) {
         state.withLock { $0.behaviours[mediaID.rawValue] = behaviour }
     }
+
+    /// Uploads that `matches` (and whose media id has no behaviour of its own) behave so; earlier rules win.
+    public func behave(_ behaviour: Behaviour, when matches: @escaping @Sendable (MediaObject) -> Bool) {
+        state.withLock { $0.rules.append((matches, behaviour)) }
+    }
+
+    /// The upload told ``Behaviour/stepped`` has taken `bytes` bytes.
+    public func take(_ bytes: Int) { steps.continuation.yield(bytes) }
+
+    /// The upload told ``Behaviour/stepped`` is complete.
+    public func finish() { steps.continuation.yield(nil) }
 
     public var maxInFlight: Int { state.withLock { $0.maxInFlight } }
     public var inFlight: Int { state.withLock { $0.inFlight } }
@@ -75,7 +96,8 @@ public final class TestStore: MediaStore {
             state.maxInFlight = max(state.maxInFlight, state.inFlight)
             let ready = state.waiters.filter { $0.count <= state.inFlight }
             state.waiters.removeAll { $0.count <= state.inFlight }
-            return (state.behaviours[mediaID] ?? state.defaultBehaviour, state.calls[mediaID]!, ready.map(\.continuation))
+            let behaviour = state.behaviours[mediaID] ?? state.rules.first { $0.matches(object) }?.behaviour ?? state.defaultBehaviour
+            return (behaviour, state.calls[mediaID]!, ready.map(\.continuation))
         }
         for waiter in ready { waiter.resume() }
         defer { state.withLock { $0.inFlight -= 1 } }
@@ -95,6 +117,21 @@ public final class TestStore: MediaStore {
             case .succeedTogether(let count, let latency):
                 await waitUntilInFlight(count)
                 try await Task.sleep(for: latency)
+            case .paced(let duration):
+                for step in 1...8 {
+                    try await Task.sleep(for: duration / 8)
+                    progress(object.size * step / 8)
+                }
+            case .halfThenHang:
+                progress(object.size / 2)
+                try await Task.sleep(for: .seconds(3600))
+            case .stepped:
+                var said = steps.stream.makeAsyncIterator()
+                while let step = await said.next() {
+                    guard let bytes = step else { break }
+                    progress(bytes)
+                }
+                try Task.checkCancellation()
             }
         } catch is CancellationError {
             state.withLock { state in
