@@ -172,9 +172,7 @@ extension APIKey: JSONWritable {
     }
 
     fileprivate func write(to writer: inout JSONWriter, secret: String?) {
-        writer.beginObject()
-        for member in Member.allCases where member != .key || secret != nil {
-            writer.key(member)
+        writer.object(Member.self, including: { member in member != .key || secret != nil }) { member, writer in
             switch member {
             case .id: writer.string(id)
             case .name: writer.string(name)
@@ -186,7 +184,6 @@ extension APIKey: JSONWritable {
             case .key: writer.string(secret)
             }
         }
-        writer.endObject()
     }
 }
 

@@ -22,6 +22,18 @@ extension JSONWritable {
 }
 
 extension JSONWriter {
+    /// An object of `Member`'s members in their order (those `including` keeps): each key, then the value `value` writes.
+    public mutating func object<Member: JSONMember>(
+        _ members: Member.Type, including: (Member) -> Bool = { _ in true }, _ value: (Member, inout JSONWriter) -> Void
+    ) {
+        beginObject()
+        for member in Member.allCases where including(member) {
+            key(member)
+            value(member, &self)
+        }
+        endObject()
+    }
+
     /// An array of `elements`, each written as its own JSON.
     public mutating func array(_ elements: [some JSONWritable]) {
         beginArray()

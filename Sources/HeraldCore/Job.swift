@@ -222,9 +222,7 @@ extension Job: JSONWritable {
 
     /// Every member, `null` for absent values: alone for the status poll, or within `{"post", "job"}` and list pages.
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases {
-            writer.key(member)
+        writer.object(Member.self) { member, writer in
             switch member {
             case .id: writer.string(id)
             case .postID: writer.string(postID)
@@ -242,16 +240,13 @@ extension Job: JSONWritable {
             case .finishedAt: writer.timestamp(finishedAt)
             }
         }
-        writer.endObject()
     }
 }
 
 extension Job.Upload: JSONWritable {
     /// Every member, `null` for no error.
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases {
-            writer.key(member)
+        writer.object(Member.self) { member, writer in
             switch member {
             case .mediaID: writer.string(mediaID)
             case .state: writer.string(state.rawValue)
@@ -261,15 +256,12 @@ extension Job.Upload: JSONWritable {
             case .bytesSent: writer.int(bytesSent)
             }
         }
-        writer.endObject()
     }
 }
 
 extension Job.Progress: JSONWritable {
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases {
-            writer.key(member)
+        writer.object(Member.self) { member, writer in
             switch member {
             case .total: writer.int(total)
             case .uploaded: writer.int(uploaded)
@@ -279,22 +271,18 @@ extension Job.Progress: JSONWritable {
             case .bytesUploaded: writer.int(bytesUploaded)
             }
         }
-        writer.endObject()
     }
 }
 
 extension Job.Failure: JSONWritable {
     /// `media_id` only when the failure is about one medium.
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases where member != .mediaID || mediaID != nil {
-            writer.key(member)
+        writer.object(Member.self, including: { member in member != .mediaID || mediaID != nil }) { member, writer in
             switch member {
             case .code: writer.string(code.rawValue)
             case .message: writer.string(message)
             case .mediaID: writer.string(mediaID)
             }
         }
-        writer.endObject()
     }
 }

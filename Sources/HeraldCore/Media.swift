@@ -49,26 +49,14 @@ public struct Media: Sendable, Equatable {
 }
 
 extension Media: Decodable {
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: Member.self)
-        id = try container.decode(MediaID.self, forKey: .id)
-        contentType = try container.decode(MediaType.self, forKey: .contentType)
-        size = try container.decode(Int64.self, forKey: .size)
-        sha256 = try container.decode(String.self, forKey: .sha256)
-        description = try container.decodeIfPresent(String.self, forKey: .description)
-        state = try container.decode(MediaState.self, forKey: .state)
-        url = try container.decodeIfPresent(String.self, forKey: .url)
-        postID = try container.decodeIfPresent(PostID.self, forKey: .postID)
-        createdAt = try container.decode(Timestamp.self, forKey: .createdAt)
-    }
+    // Decoded by the members' keys; an absent or null optional decodes as nil.
+    private typealias CodingKeys = Member
 }
 
 extension Media: JSONWritable {
     /// Every member, `null` for absent values.
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases {
-            writer.key(member)
+        writer.object(Member.self) { member, writer in
             switch member {
             case .id: writer.string(id)
             case .contentType: writer.string(contentType.rawValue)
@@ -81,6 +69,5 @@ extension Media: JSONWritable {
             case .createdAt: writer.timestamp(createdAt)
             }
         }
-        writer.endObject()
     }
 }

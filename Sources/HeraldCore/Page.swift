@@ -36,27 +36,19 @@ extension Page: Sendable where Element: Sendable {}
 extension Page: Equatable where Element: Equatable {}
 
 extension Page: Decodable where Element: Decodable {
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: Member.self)
-        self.init(
-            data: try container.decode([Element].self, forKey: .data),
-            nextCursor: try container.decodeIfPresent(Cursor.self, forKey: .nextCursor)
-        )
-    }
+    // Decoded by the members' keys; a null `next_cursor` decodes as nil.
+    private typealias CodingKeys = Member
 }
 
 extension Page: JSONWritable where Element: JSONWritable {
     /// Both members, with `"next_cursor": null` on the last page.
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases {
-            writer.key(member)
+        writer.object(Member.self) { member, writer in
             switch member {
             case .data: writer.array(data)
             case .nextCursor: writer.string(nextCursor?.encoded)
             }
         }
-        writer.endObject()
     }
 }
 
@@ -93,9 +85,7 @@ public struct QueueStatus: Decodable, Sendable, Equatable {
 
 extension QueueStatus: JSONWritable {
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases {
-            writer.key(member)
+        writer.object(Member.self) { member, writer in
             switch member {
             case .paused: writer.bool(paused)
             case .workers: writer.int(workers)
@@ -104,6 +94,5 @@ extension QueueStatus: JSONWritable {
             case .scheduled: writer.int(scheduled)
             }
         }
-        writer.endObject()
     }
 }

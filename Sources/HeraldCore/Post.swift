@@ -50,26 +50,14 @@ public struct Post: Sendable, Equatable {
 }
 
 extension Post: Decodable {
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: Member.self)
-        id = try container.decode(PostID.self, forKey: .id)
-        text = try container.decode(String.self, forKey: .text)
-        state = try container.decode(PostState.self, forKey: .state)
-        media = try container.decode([Media].self, forKey: .media)
-        jobID = try container.decode(JobID.self, forKey: .jobID)
-        priority = try container.decode(Priority.self, forKey: .priority)
-        scheduledAt = try container.decodeIfPresent(Timestamp.self, forKey: .scheduledAt)
-        createdAt = try container.decode(Timestamp.self, forKey: .createdAt)
-        publishedAt = try container.decodeIfPresent(Timestamp.self, forKey: .publishedAt)
-    }
+    // Decoded by the members' keys; an absent or null optional decodes as nil.
+    private typealias CodingKeys = Member
 }
 
 extension Post: JSONWritable {
     /// Every member, `null` for absent values; the media as media objects.
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases {
-            writer.key(member)
+        writer.object(Member.self) { member, writer in
             switch member {
             case .id: writer.string(id)
             case .text: writer.string(text)
@@ -82,7 +70,6 @@ extension Post: JSONWritable {
             case .publishedAt: writer.timestamp(publishedAt)
             }
         }
-        writer.endObject()
     }
 }
 
@@ -111,14 +98,11 @@ public struct PostAndJob: Decodable, Sendable, Equatable {
 extension PostAndJob: JSONWritable {
     /// The post, then its job.
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases {
-            writer.key(member)
+        writer.object(Member.self) { member, writer in
             switch member {
             case .post: post.write(to: &writer)
             case .job: job.write(to: &writer)
             }
         }
-        writer.endObject()
     }
 }

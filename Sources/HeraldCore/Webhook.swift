@@ -133,9 +133,7 @@ extension Webhook: JSONWritable {
     }
 
     fileprivate func write(to writer: inout JSONWriter, secret: String?) {
-        writer.beginObject()
-        for member in Member.allCases where member != .secret || secret != nil {
-            writer.key(member)
+        writer.object(Member.self, including: { member in member != .secret || secret != nil }) { member, writer in
             switch member {
             case .id: writer.string(id)
             case .url: writer.string(url)
@@ -148,7 +146,6 @@ extension Webhook: JSONWritable {
             case .createdAt: writer.timestamp(createdAt)
             }
         }
-        writer.endObject()
     }
 }
 
@@ -174,9 +171,7 @@ extension WebhookDelivery: JSONWritable {
 
     /// Every member, `null` for absent values.
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases {
-            writer.key(member)
+        writer.object(Member.self) { member, writer in
             switch member {
             case .id: writer.string(id)
             case .eventID: writer.string(eventID)
@@ -190,7 +185,6 @@ extension WebhookDelivery: JSONWritable {
             case .createdAt: writer.timestamp(createdAt)
             }
         }
-        writer.endObject()
     }
 }
 
@@ -206,24 +200,18 @@ extension WebhookEvent: JSONWritable {
     }
 
     public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        for member in Member.allCases {
-            writer.key(member)
+        writer.object(Member.self) { member, writer in
             switch member {
             case .type: writer.string(type.rawValue)
             case .timestamp: writer.timestamp(timestamp)
             case .data:
-                writer.beginObject()
-                for member in DataMember.allCases {
-                    writer.key(member)
+                writer.object(DataMember.self) { member, writer in
                     switch member {
                     case .job: job.write(to: &writer)
                     case .post: post.write(to: &writer)
                     }
                 }
-                writer.endObject()
             }
         }
-        writer.endObject()
     }
 }
