@@ -23,8 +23,9 @@ run: build
 
 ## The S3 tests start moto's S3 server (pip package moto[server]); the webhook tests check signatures with the
 ## official standardwebhooks package; the client tests drive `herald publish` in tmux and the dashboard in headless
-## Chromium through Selenium. Installed here when missing.
-TEST_APT_PACKAGES := tmux chromium chromium-driver
+## Chromium through Selenium; the PostgreSQL backend's tests start a PostgreSQL 15 server of their own (Debian's
+## postgresql package) on a temporary directory and a loopback port. Installed here when missing.
+TEST_APT_PACKAGES := tmux chromium chromium-driver postgresql
 test-deps: deps
 	@missing=""; for p in $(TEST_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

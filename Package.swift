@@ -25,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/onevcat/Rainbow", from: "4.2.2"),
@@ -103,6 +104,19 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
+        ),
+        /// The PostgreSQL backend through postgres-nio, for replicas: the client (a Service), the migrations in
+        /// `Migrations/PostgreSQL/`.
+        .target(
+            name: "PostgresStorage",
+            dependencies: [
+                "HeraldCore",
+                "HeraldStorage",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedFiles"]
         ),
         /// Publishing: the media stores (file, S3) and the job runner (a parent task per job, a task group of uploads).
         .target(
@@ -209,6 +223,8 @@ let package = Package(
                 "Locking",
                 "HeraldCore",
                 "Publishing",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -216,7 +232,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/Support",
-            exclude: ["moto_server.py", "webhook_receiver.py"],
+            exclude: ["moto_server.py", "postgres_server.py", "webhook_receiver.py"],
             swiftSettings: swiftSettings
         ),
 
@@ -263,6 +279,17 @@ let package = Package(
                 "HeraldCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PostgresStorageTests",
+            dependencies: [
+                "PostgresStorage",
+                "HeraldTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -3,7 +3,8 @@ import PackagePlugin
 
 /// Generates Swift source that embeds the package's text assets, so the binary needs no files beside it.
 ///
-/// - `SQLiteStorage` gets `Migrations/*.sql` (sorted by name: the order they are applied in).
+/// - `SQLiteStorage` gets `Migrations/*.sql` (sorted by name: the order they are applied in), `PostgresStorage`
+///   `Migrations/PostgreSQL/*.sql`.
 /// - `HeraldApp` gets `openapi.yaml`, and `Dashboard/*` (the web page at `/`).
 @main
 struct EmbedFiles: BuildToolPlugin {
@@ -12,6 +13,10 @@ struct EmbedFiles: BuildToolPlugin {
         switch target.name {
         case "SQLiteStorage":
             return [try command(context, "EmbeddedMigrations", files(in: root.appending(path: "Migrations"), suffix: ".sql"))]
+        case "PostgresStorage":
+            return [
+                try command(context, "EmbeddedMigrations", files(in: root.appending(path: "Migrations/PostgreSQL"), suffix: ".sql"))
+            ]
         case "HeraldApp":
             return [
                 try command(context, "EmbeddedOpenAPI", [root.appending(path: "openapi.yaml")]),

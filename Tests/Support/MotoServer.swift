@@ -16,69 +16,17 @@ public struct MotoServer: Sendable {
 
     /// The server of this test process, started by the first caller and shared by every test.
     public static func shared() async throws -> MotoServer {
-        try await launcher.server()
+        let handshake = try await script.handshake()
+        return MotoServer(
+            port: handshake.port, credentials: .init(accessKeyID: handshake.accessKeyID, secretAccessKey: handshake.secretAccessKey))
     }
 
-    private static let launcher = Launcher()
-
-    /// Starts the script once; the pipe to its standard input stays open until the process exits.
-    private actor Launcher {
-        private var started: Task<MotoServer, any Error>?
-        private var process: Process?
-        private var input: Pipe?
-
-        func server() async throws -> MotoServer {
-            if let started { return try await started.value }
-            let process = Process()
-            let input = Pipe()
-            let output = Pipe()
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("moto_server.py")
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script.path]
-            process.standardInput = input
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            (self.process, self.input) = (process, input)
-            let task = Task { try await Self.readHandshake(output.fileHandleForReading) }
-            started = task
-            return try await task.value
-        }
-
-        private struct Handshake: Decodable {
-            var port: Int
-            var accessKeyID: String
-            var secretAccessKey: String
-        }
-
-        /// The script's one JSON line, read on a thread of its own (it blocks until moto is up).
-        private static func readHandshake(_ handle: FileHandle) async throws -> MotoServer {
-            let line: Data = await withCheckedContinuation { continuation in
-                Thread.detachNewThread {
-                    var line = Data()
-                    while true {
-                        let byte = handle.readData(ofLength: 1)
-                        if byte.isEmpty || byte == Data("\n".utf8) { break }
-                        line.append(byte)
-                    }
-                    continuation.resume(returning: line)
-                }
-            }
-            guard let handshake = try? JSONDecoder().decode(Handshake.self, from: line) else {
-                throw MotoUnavailable(output: String(decoding: line, as: UTF8.self))
-            }
-            return MotoServer(
-                port: handshake.port,
-                credentials: .init(accessKeyID: handshake.accessKeyID, secretAccessKey: handshake.secretAccessKey)
-            )
-        }
+    private struct Handshake: Decodable, Sendable {
+        var port: Int
+        var accessKeyID: String
+        var secretAccessKey: String
     }
-}
 
-/// moto did not start: most likely it is not installed.
-public struct MotoUnavailable: Error, CustomStringConvertible {
-    public let output: String
-    public var description: String {
-        "moto's S3 server did not start (pip install \"moto[server]\"); it printed: '\(output)'"
-    }
+    /// Needs `pip install "moto[server]"`.
+    private static let script = ScriptServer<Handshake>(script: "moto_server.py")
 }

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""A throwaway PostgreSQL server on 127.0.0.1 for the tests: started, announced, stopped when stdin closes.
+
+Runs Debian's PostgreSQL 15 (`apt-get install postgresql`): `initdb` on a new temporary directory, then `pg_ctl start`
+on a free loopback port, fsync off (a test database need not survive a power cut). PostgreSQL refuses to run as root,
+so as root both run as the `postgres` user. Once the server accepts connections this prints one JSON line,
+{"port": P, "user": "postgres"}, then waits for its standard input to close (the test process ended or let go)
+and stops the server at once and removes the directory. A failure prints {"error": "..."} instead.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+
+BIN = "/usr/lib/postgresql/15/bin"
+
+
+def as_postgres(command):
+    """`command` as the postgres user when this runs as root (PostgreSQL refuses root), else as is."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def main():
+    directory = tempfile.mkdtemp(prefix="herald-postgres-")
+    data = os.path.join(directory, "data")
+    if os.geteuid() == 0:
+        shutil.chown(directory, "postgres", "postgres")
+    started = False
+    try:
+        subprocess.run(as_postgres([f"{BIN}/initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"]),
+                       check=True, capture_output=True, timeout=120)
+        # A port taken between the probe and the server's bind: try another (three times at most).
+        for _ in range(3):
+            port = free_port()
+            options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+                       "-c full_page_writes=off -c max_connections=200")
+            result = subprocess.run(as_postgres([f"{BIN}/pg_ctl", "-D", data, "-o", options, "-l", os.path.join(directory, "log"),
+                                                 "-w", "-t", "60", "start"]), capture_output=True, timeout=90)
+            if result.returncode == 0:
+                started = True
+                break
+        if not started:
+            with open(os.path.join(directory, "log"), errors="replace") as log:
+                raise RuntimeError(f"pg_ctl start failed: {log.read()[-2000:]}")
+        print(json.dumps({"port": port, "user": "postgres"}), flush=True)
+        sys.stdin.read()
+    except Exception as error:  # noqa: BLE001 - reported to the test, which fails with it
+        print(json.dumps({"error": str(error)}), flush=True)
+    finally:
+        if started:
+            subprocess.run(as_postgres([f"{BIN}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"]), capture_output=True, timeout=60)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
