@@ -106,14 +106,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         /// The PostgreSQL backend through postgres-nio, for replicas: the client (a Service), the migrations in
-        /// `Migrations/PostgreSQL/`.
+        /// `Migrations/PostgreSQL/`, the repositories, the change feed (LISTEN/NOTIFY).
         .target(
             name: "PostgresStorage",
             dependencies: [
+                "Locking",
                 "HeraldCore",
                 "HeraldStorage",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings,
             plugins: ["EmbedFiles"]
@@ -163,6 +168,7 @@ let package = Package(
                 "MicroHTTP",
                 "HeraldCore",
                 "HeraldStorage",
+                "PostgresStorage",
                 "SQLiteStorage",
                 "Publishing",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -285,6 +291,8 @@ let package = Package(
         .testTarget(
             name: "PostgresStorageTests",
             dependencies: [
+                "HeraldCore",
+                "HeraldStorage",
                 "PostgresStorage",
                 "HeraldTestSupport",
                 .product(name: "Logging", package: "swift-log"),
@@ -296,7 +304,15 @@ let package = Package(
         /// The storage conformance suite: one set of tests, written against the protocols, run against every backend.
         .testTarget(
             name: "StorageConformanceTests",
-            dependencies: ["HeraldCore", "HeraldStorage", "SQLiteStorage", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "HeraldCore",
+                "HeraldStorage",
+                "HeraldTestSupport",
+                "PostgresStorage",
+                "SQLiteStorage",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -308,6 +324,7 @@ let package = Package(
                 "HeraldTestSupport",
                 "HeraldCore",
                 "HeraldStorage",
+                "PostgresStorage",
                 "SQLiteStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "MicroHTTP",

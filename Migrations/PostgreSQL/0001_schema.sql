@@ -202,3 +202,22 @@ CREATE INDEX webhook_deliveries_age ON webhook_deliveries (created_at);
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
 CREATE INDEX webhook_deliveries_list ON webhook_deliveries (webhook_id, created_at DESC, id DESC);
 CREATE INDEX object_deletions_due ON object_deletions (due_at);
+
+-- The change feed of every replica (LISTEN herald_changes): each committed change of a job, as `j <id> <version>
+-- <state> <cancel_requested>`, and `d` when webhook deliveries were queued. Notifications are sent at commit, in commit
+-- order; a rolled-back transaction sends none.
+CREATE FUNCTION herald_job_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('herald_changes', 'j ' || NEW.id || ' ' || NEW.version || ' ' || NEW.state || ' ' || NEW.cancel_requested::int);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_changed AFTER INSERT OR UPDATE OF version ON jobs FOR EACH ROW EXECUTE FUNCTION herald_job_changed();
+
+CREATE FUNCTION herald_deliveries_queued() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('herald_changes', 'd');
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER deliveries_queued AFTER INSERT ON webhook_deliveries FOR EACH STATEMENT EXECUTE FUNCTION herald_deliveries_queued();

@@ -3,6 +3,7 @@ public import HeraldCore
 public import HeraldStorage
 public import Logging
 public import MicroHTTP
+import PostgresStorage
 public import Prometheus
 public import Publishing
 import SQLiteStorage
@@ -14,7 +15,7 @@ import UnixSignals
 /// `herald serve` and the tests build it the same way, through ``build(configuration:logger:metrics:store:onListening:)``.
 public struct Application: Sendable {
     public let configuration: HeraldConfiguration
-    /// The database: SQLite in the data directory.
+    /// The database: SQLite in the data directory, or PostgreSQL (`--database`).
     public let storage: any Storage
     public let server: Server
     public let runner: JobRunner
@@ -53,13 +54,13 @@ public struct Application: Sendable {
         metrics: PrometheusCollectorRegistry,
         store: (any MediaStore)? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) throws -> Application {
+    ) async throws -> Application {
         if configuration.auth == .off, !HeraldConfiguration.isLoopback(configuration.host) {
             throw ConfigurationError(
                 "--auth off is refused on --host \(configuration.host): without keys, only a loopback address may listen")
         }
         let tls = try tlsFiles(configuration)
-        let storage = try SQLiteStorage.open(directory: configuration.dataDirectory, logger: logger)
+        let (storage, storageServices) = try await openStorage(configuration, logger: logger)
         // One server per data directory: taken before anything runs, held as long as the application lives.
         let lock: DataDirectoryLock
         do {
@@ -81,9 +82,15 @@ public struct Application: Sendable {
                 uploadAttempts: configuration.uploadAttempts,
                 uploadTimeout: .seconds(configuration.uploadTimeout),
                 shutdownGrace: .seconds(configuration.shutdownGrace),
+                lease: .seconds(configuration.leaseTimeout),
+                heartbeat: .seconds(configuration.leaseRenew),
+                // Replicas take over each other's jobs once their leases end: look for them as often as leases are
+                // renewed. Alone on SQLite, only a crash leaves an expired lease, and the restart takes it back.
+                reclaimInterval: .seconds(configuration.database == nil ? 10 : configuration.leaseRenew),
                 dataDirectory: configuration.dataDirectory,
-                // This process holds the lock: no other can be running the jobs a crash left `running`.
-                reclaimRunningAtStart: true
+                runnerID: configuration.replicaID,
+                // On SQLite this process holds the lock: no other can be running the jobs a crash left `running`.
+                reclaimAtStart: configuration.database == nil ? .everyJob : .ownJobs
             ),
             logger: logger
         )
@@ -100,7 +107,7 @@ public struct Application: Sendable {
         var initialKey: CreatedKey?
         switch configuration.auth {
         case .keys:
-            initialKey = try keys.createInitialAdmin()
+            initialKey = try await keys.createInitialAdmin()
             router.gate = AccessGate(
                 mode: .keys(authenticator), requestsPerSecond: configuration.rateLimit, failuresPerMinute: configuration.authFailureLimit)
         case .off:
@@ -176,7 +183,7 @@ public struct Application: Sendable {
             dispatcher: dispatcher,
             cleaner: cleaner,
             store: store,
-            services: storeServices + [cleaner, authenticator, sweeper, dispatcher, runner, server, readiness],
+            services: storageServices + storeServices + [cleaner, authenticator, sweeper, dispatcher, runner, server, readiness],
             initialKey: initialKey,
             lock: lock,
             events: events,
@@ -184,6 +191,34 @@ public struct Application: Sendable {
             readiness: readiness,
             logger: logger
         )
+    }
+
+    /// The database `--database` names, migrated, and the services it needs run (PostgreSQL's pool and listener,
+    /// first in the group so that they stop last); SQLite in the data directory without it.
+    static func openStorage(_ configuration: HeraldConfiguration, logger: Logger) async throws -> (any Storage, [any Service]) {
+        guard let database = configuration.database else {
+            return (try SQLiteStorage.open(directory: configuration.dataDirectory, logger: logger), [])
+        }
+        let url: DatabaseURL
+        do {
+            url = try DatabaseURL(parsing: database)
+        } catch {
+            throw ConfigurationError(error.description)
+        }
+        // The data directory still holds this replica's lock and its temporary files.
+        do {
+            try FileManager.default.createDirectory(
+                atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw ConfigurationError("--data-dir \(configuration.dataDirectory): \(error.localizedDescription)")
+        }
+        do {
+            let storage = try await PostgresStorage.open(url: url, logger: logger, timeout: configuration.databaseStartTimeout)
+            logger.info("database ready", metadata: ["database": "\(url)"])
+            return (storage, [storage])
+        } catch let error as PostgresStartError {
+            throw ConfigurationError("--database \(url): \(error)")
+        }
     }
 
     /// The PEM texts `--tls-cert` and `--tls-key` name: both or neither.

@@ -1,3 +1,4 @@
+import Foundation
 public import Logging
 public import MicroHTTP
 public import NIOSSL
@@ -9,6 +10,16 @@ public struct HeraldConfiguration: Sendable {
     public var port: Int
     /// Holds `herald.sqlite` and the staging files.
     public var dataDirectory: String
+    /// `postgres://…`: every row in that PostgreSQL database, for replicas; nil: SQLite in the data directory.
+    public var database: String?
+    /// This process's name among the replicas: a running job's `runner`, its lease's holder.
+    public var replicaID: String
+    /// Seconds a running job's lease lasts unrenewed before another replica may take the job over.
+    public var leaseTimeout: Int
+    /// Seconds between a replica's renewals of its running jobs' leases.
+    public var leaseRenew: Int
+    /// How long the start waits for PostgreSQL to answer (no flag: the contract's 30 s; tests shorten it).
+    public var databaseStartTimeout: Duration
     /// `file://…` or `s3://BUCKET?endpoint=…&region=…`; `nil` means `file://<data-dir>/objects`.
     public var store: String?
     public var publicBaseURL: String?
@@ -68,6 +79,11 @@ public struct HeraldConfiguration: Sendable {
         host: String = "127.0.0.1",
         port: Int = 8080,
         dataDirectory: String = "./data",
+        database: String? = nil,
+        replicaID: String = HeraldConfiguration.defaultReplicaID,
+        leaseTimeout: Int = 10,
+        leaseRenew: Int = 2,
+        databaseStartTimeout: Duration = .seconds(30),
         store: String? = nil,
         publicBaseURL: String? = nil,
         storeCredentials: SigV4Signer.Credentials? = nil,
@@ -104,6 +120,11 @@ public struct HeraldConfiguration: Sendable {
         self.host = host
         self.port = port
         self.dataDirectory = dataDirectory
+        self.database = database
+        self.replicaID = replicaID
+        self.leaseTimeout = leaseTimeout
+        self.leaseRenew = leaseRenew
+        self.databaseStartTimeout = databaseStartTimeout
         self.store = store
         self.publicBaseURL = publicBaseURL
         self.storeCredentials = storeCredentials
@@ -136,6 +157,11 @@ public struct HeraldConfiguration: Sendable {
         self.webhookRetryBase = webhookRetryBase
         self.webhookResolver = webhookResolver
         self.webhookTLS = webhookTLS
+    }
+
+    /// `HOST-PID`: the host's name and this process's id, unique among replicas that run at once.
+    public static var defaultReplicaID: String {
+        "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
     }
 
     /// Herald's version: `herald --version`, and the `User-Agent` of webhook requests.

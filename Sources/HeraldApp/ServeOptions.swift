@@ -18,8 +18,17 @@ public struct ServeOption: Sendable {
     public let isSwitch: Bool
     private let parse: @Sendable (inout HeraldConfiguration, String) throws(ConfigurationError) -> Void
 
-    /// The environment variable read when the flag is not given: `HERALD_` and the name in capitals.
-    public var variable: String { "HERALD_" + name.uppercased().replacing("-", with: "_") }
+    /// The environment variable read when the flag is not given: `HERALD_` and the name in capitals, unless the
+    /// contract names another (``variable(_:)``).
+    public var variable: String { namedVariable ?? "HERALD_" + name.uppercased().replacing("-", with: "_") }
+    private var namedVariable: String? = nil
+
+    /// This option, read from the variable `name` (`HERALD_DATABASE_URL`, as the contract spells it).
+    func variable(_ name: String) -> ServeOption {
+        var option = self
+        option.namedVariable = name
+        return option
+    }
 
     /// Sets the option's value, given as `text` by `source` (`--workers`, `HERALD_WORKERS`), in `configuration`.
     func apply(_ text: String, from source: String, to configuration: inout HeraldConfiguration) throws(ConfigurationError) {
@@ -108,6 +117,17 @@ extension HeraldConfiguration {
         .integer("port", \.port, minimum: 0, maximum: 65535, help: "Port to listen on; 0 picks a free one."),
         .text("data-dir", \.dataDirectory, help: "Database and staging files."),
         .optionalText(
+            "database", \.database, defaultText: "SQLite in <data-dir>",
+            help: "postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=disable|prefer|require]: the rows in PostgreSQL, for replicas."
+        ).variable("HERALD_DATABASE_URL"),
+        .custom("replica-id", defaultText: "HOST-PID", help: "This replica's name: the runner of the jobs it runs.") {
+            configuration, text throws(ConfigurationError) in
+            guard !text.isEmpty, text.count <= 200 else { throw ConfigurationError("must be 1 to 200 characters") }
+            configuration.replicaID = text
+        },
+        .integer("lease-timeout", \.leaseTimeout, minimum: 2, help: "Seconds a running job's lease lasts unrenewed before another replica takes it."),
+        .integer("lease-renew", \.leaseRenew, minimum: 1, help: "Seconds between a replica's renewals of its running jobs' leases."),
+        .optionalText(
             "store", \.store, defaultText: "file://<data-dir>/objects",
             help: """
                 Media store: file://PATH, or s3://BUCKET?endpoint=http://HOST:PORT&region=REGION (path-style, signed with \
@@ -182,6 +202,11 @@ extension HeraldConfiguration {
             } else if let text = environment[option.variable], !text.isEmpty {
                 try option.apply(text, from: option.variable, to: &configuration)
             }
+        }
+        guard configuration.leaseRenew < configuration.leaseTimeout else {
+            throw ConfigurationError(
+                "--lease-renew (\(configuration.leaseRenew)) must be shorter than --lease-timeout (\(configuration.leaseTimeout)): a lease would end before its renewal"
+            )
         }
         return configuration
     }

@@ -60,26 +60,27 @@ public protocol JobRepository: Sendable {
     /// Claims up to `limit` due queued jobs in claim order (priority, `run_at`, creation, id), leased to `runner` until
     /// `leaseUntil`, in one transaction.
     func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob]
-    /// Extends the lease; false if this runner no longer holds the job (then it must stop and not commit).
-    func renewLease(jobID: JobID, runner: String, until: Timestamp) async throws -> Bool
+    /// Extends the lease; false if the lease no longer holds the job (then its runner must stop and not commit).
+    func renewLease(_ lease: JobLease, until: Timestamp) async throws -> Bool
     /// Running jobs whose lease ended at or before `now` go back to queued. Returns their ids.
     func reclaimExpired(now: Timestamp) async throws -> [JobID]
-    /// Every running job goes back to queued, lease or not: what the only process on the database does at start.
-    func reclaimRunning() async throws -> [JobID]
+    /// Running jobs held by `runner` go back to queued, lease or not: what a runner restarted under its own name does
+    /// at start; nil takes every running job back (the only process on the database). Returns their ids.
+    func reclaimRunning(heldBy runner: String?) async throws -> [JobID]
     /// One upload's new state, kept in memory (``UploadProgress``) until the job's final write.
     func updateUpload(jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?)
     /// `bytes` of the upload's current attempt are taken by the store: kept in memory.
     func reportBytes(jobID: JobID, mediaID: MediaID, bytes: Int)
     /// Whether cancellation was requested (false for an unknown job).
     func isCancelRequested(jobID: JobID) async throws -> Bool
-    /// One transaction, only while `runner` holds the job and no cancel was requested: the post is published.
-    func commit(jobID: JobID, runner: String, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion
-    /// The job failed with `error`, only while `runner` holds it.
-    func fail(jobID: JobID, runner: String, error: Job.Failure, now: Timestamp) async throws -> JobCompletion
-    /// The job cancelled, only while `runner` holds it.
-    func finishCancelled(jobID: JobID, runner: String, now: Timestamp) async throws -> JobCompletion
-    /// Shutdown: the job back to queued, only while `runner` holds it.
-    func requeue(jobID: JobID, runner: String) async throws
+    /// One transaction, only while `lease` holds the job and no cancel was requested: the post is published.
+    func commit(_ lease: JobLease, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion
+    /// The job failed with `error`, only while `lease` holds it.
+    func fail(_ lease: JobLease, error: Job.Failure, now: Timestamp) async throws -> JobCompletion
+    /// The job cancelled, only while `lease` holds it.
+    func finishCancelled(_ lease: JobLease, now: Timestamp) async throws -> JobCompletion
+    /// Shutdown: the job back to queued, only while `lease` holds it.
+    func requeue(_ lease: JobLease) async throws
 }
 
 extension JobRepository {
@@ -145,7 +146,7 @@ public protocol KeyRepository: Sendable {
     /// Records a new key whose text hashes to `hash` (64 lowercase hex digits).
     func insert(_ key: APIKey, hash: String) async throws
     /// Records `key` only if there is no key at all, in one transaction (so two starts make one initial key).
-    func insertIfEmpty(_ key: APIKey, hash: String) throws -> Bool
+    func insertIfEmpty(_ key: APIKey, hash: String) async throws -> Bool
     /// The key whose text hashes to `hash`, revoked or not; nil if there is none.
     func find(hash: String) throws -> APIKey?
     /// The key with this id, revoked or not.
@@ -286,6 +287,11 @@ public enum PostCreation: Sendable, Equatable {
 
 /// The idempotency part of a request: the key (quotes stripped by the caller) and a hash of the payload.
 public struct IdempotencyRecord: Sendable, Equatable {
+    /// How long a key is remembered: the API promises at least 24 hours.
+    public static let lifetimeMilliseconds: Int64 = 24 * 3_600_000
+    /// How long an `in_progress` reservation is honoured before it counts as abandoned.
+    public static let reservationTimeoutMilliseconds: Int64 = 60_000
+
     /// The `Idempotency-Key` value.
     public var key: String
     /// A hash of the request (method, path, canonical body).
@@ -356,24 +362,50 @@ public enum JobCompletion: Sendable, Equatable {
     case cancelRequested
 }
 
+/// A runner's hold on a running job, which every write of that runner names: the fencing token. A write is refused
+/// once the job moved on (its lease expired and another claim took it, or the same runner's later claim did).
+public struct JobLease: Sendable, Hashable, CustomStringConvertible {
+    /// The job held.
+    public var jobID: JobID
+    /// Who claimed it (`jobs.locked_by`).
+    public var runner: String
+    /// The attempt this claim started: a later claim, even by the same runner, has another.
+    public var attempt: Int
+
+    /// Creates a lease.
+    public init(jobID: JobID, runner: String, attempt: Int) {
+        self.jobID = jobID
+        self.runner = runner
+        self.attempt = attempt
+    }
+
+    public var description: String { "\(jobID) held by \(runner), attempt \(attempt)" }
+}
+
 /// A job the runner has just claimed: what it needs to upload the post's media.
 public struct ClaimedJob: Sendable, Equatable {
     /// The job's id.
     public var jobID: JobID
     /// Its post's id.
     public var postID: PostID
+    /// Who claimed it.
+    public var runner: String
     /// This run's attempt number (1 for the first).
     public var attempt: Int
     /// The post's media, in position order.
     public var media: [ClaimedMedia]
 
     /// Creates a claimed job.
-    public init(jobID: JobID, postID: PostID, attempt: Int, media: [ClaimedMedia]) {
+    public init(jobID: JobID, postID: PostID, runner: String, attempt: Int, media: [ClaimedMedia]) {
         self.jobID = jobID
         self.postID = postID
+        self.runner = runner
         self.attempt = attempt
         self.media = media
     }
+
+    /// The claim's hold on the job, for the runner's writes.
+    public var lease: JobLease { JobLease(jobID: jobID, runner: runner, attempt: attempt) }
 }
 
 /// One medium of a claimed job.

@@ -15,12 +15,23 @@ public enum PostgresMigrations {
         EmbeddedMigrations.files.map { (name: $0.name, sql: $0.contents) }
     }
 
-    /// Applies what `migrations` holds that the database has not recorded; the names applied by this call, in order.
+    /// Applies what `migrations` holds that the database has not recorded, on a connection of `client`'s.
     @discardableResult
     public static func apply(
         _ migrations: [(name: String, sql: String)] = all, on client: PostgresClient, logger: Logger
     ) async throws -> [String] {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.withConnection { connection in try await apply(migrations, on: connection, logger: logger) }
+    }
+
+    /// Applies what `migrations` holds that the database has not recorded; the names applied by this call, in order.
+    ///
+    /// Throws ``PostgresStartError/newerSchema(database:known:)``, applying nothing, when the database records a
+    /// migration `migrations` does not hold: a newer Herald migrated it.
+    @discardableResult
+    public static func apply(
+        _ migrations: [(name: String, sql: String)] = all, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [String] {
+        try await connection.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
             try await connection.query(
                 """
@@ -33,6 +44,10 @@ public enum PostgresMigrations {
             var recorded: Set<String> = []
             for try await name in try await connection.query("SELECT name FROM herald_migrations", logger: logger).decode(String.self) {
                 recorded.insert(name)
+            }
+            let unknown = recorded.subtracting(migrations.map(\.name))
+            if let newest = unknown.max() {
+                throw PostgresStartError.newerSchema(database: newest, known: migrations.last?.name ?? "none")
             }
             var applied: [String] = []
             for migration in migrations where !recorded.contains(migration.name) {
@@ -49,16 +64,19 @@ public enum PostgresMigrations {
 
     /// The statements of a migration file, each sent on its own (the extended protocol takes one at a time).
     ///
-    /// The files keep to a shape this can split without parsing SQL: `--` comments on lines of their own, and every
-    /// statement ending with `;` at the end of its last line (no dollar quoting).
+    /// The files keep to a shape this can split without parsing SQL: `--` comments on lines of their own, every
+    /// statement ending with `;` at the end of its last line, and a function's body quoted with `$$`.
     static func statements(of sql: String) -> [String] {
         var statements: [String] = []
         var current: [Substring] = []
+        // Inside a `$$ … $$` body (a function's), whose lines may end with `;` of their own.
+        var quoted = false
         for line in sql.split(separator: "\n", omittingEmptySubsequences: false) {
-            let code = line.drop(while: \.isWhitespace).hasPrefix("--") ? "" : line
-            guard !code.allSatisfy(\.isWhitespace) else { continue }
+            let code = !quoted && line.drop(while: \.isWhitespace).hasPrefix("--") ? "" : line
+            guard quoted || !code.allSatisfy(\.isWhitespace) else { continue }
             current.append(code)
-            if code.trimmingSuffix(while: \.isWhitespace).hasSuffix(";") {
+            if code.ranges(of: "$$").count % 2 == 1 { quoted.toggle() }
+            if !quoted, code.trimmingSuffix(while: \.isWhitespace).hasSuffix(";") {
                 statements.append(current.joined(separator: "\n"))
                 current = []
             }

@@ -14,7 +14,6 @@ struct Execution: Sendable {
     /// The durable clean-up, whose DELETE of a key an upload of it waits for; nil where none runs (some tests).
     let cleaner: ObjectCleaner?
     let configuration: RunnerConfiguration
-    let runnerID: String
     let logger: Logger
 
     enum Outcome: String, Sendable {
@@ -106,12 +105,12 @@ struct Execution: Sendable {
                 logger.warning("job lease lost: another runner owns it now", metadata: ["job_id": "\(job.jobID)"])
                 return .lostLease
             case (_, .shutdown?):
-                try await jobs.requeue(jobID: job.jobID, runner: runnerID)
+                try await jobs.requeue(job.lease)
                 return .requeued
             case (_, .stopRequested?):
                 return try await cancelled()
             case (.success(let objects), nil):
-                switch try await jobs.commit(jobID: job.jobID, runner: runnerID, objects: objects, now: .now()) {
+                switch try await jobs.commit(job.lease, objects: objects, now: .now()) {
                 case .done:
                     removeStagedFiles()
                     return .succeeded
@@ -121,15 +120,15 @@ struct Execution: Sendable {
             case (.failure(let failure as UploadFailure), nil):
                 await deleteObjects()
                 let error = Job.Failure(code: failure.code, message: failure.message, mediaID: failure.mediaID)
-                return try await jobs.fail(jobID: job.jobID, runner: runnerID, error: error, now: .now()) == .lostLease ? .lostLease : .failed
+                return try await jobs.fail(job.lease, error: error, now: .now()) == .lostLease ? .lostLease : .failed
             case (.failure(is CancellationError), nil):
                 // The runner itself was cancelled (a hard stop): the job runs again on the next start.
-                try await jobs.requeue(jobID: job.jobID, runner: runnerID)
+                try await jobs.requeue(job.lease)
                 return .requeued
             case (.failure(let error), nil):
                 await deleteObjects()
                 let failure = Job.Failure(code: .internal, message: "\(error)", mediaID: nil)
-                return try await jobs.fail(jobID: job.jobID, runner: runnerID, error: failure, now: .now()) == .lostLease ? .lostLease : .failed
+                return try await jobs.fail(job.lease, error: failure, now: .now()) == .lostLease ? .lostLease : .failed
             }
         } catch {
             // The lease runs out and the job is reclaimed: nothing is lost, it runs again.
@@ -140,7 +139,7 @@ struct Execution: Sendable {
 
     private func cancelled() async throws -> Outcome {
         await deleteObjects()
-        let outcome = try await jobs.finishCancelled(jobID: job.jobID, runner: runnerID, now: .now())
+        let outcome = try await jobs.finishCancelled(job.lease, now: .now())
         if let requested = control.stopTime {
             Timer(label: "herald_cancel_latency_seconds").record(duration: ContinuousClock.now - requested)
         }

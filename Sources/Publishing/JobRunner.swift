@@ -27,9 +27,21 @@ public struct RunnerConfiguration: Sendable {
     public var uploadRetry: RetryStrategy
     /// Staged paths in the database are relative to this.
     public var dataDirectory: String
-    /// Re-queue every running job at start, lease or not: only for the one process that holds the data directory's
-    /// lock (a crashed run's jobs then resume at once instead of after their lease).
-    public var reclaimRunningAtStart: Bool
+    /// This runner's name in `jobs.locked_by`: the replica's id (`--replica-id`).
+    public var runnerID: String
+    /// Which running jobs go back to the queue at start, lease or not, so that they resume at once instead of after
+    /// their lease.
+    public var reclaimAtStart: StartReclaim
+
+    /// Which running jobs a runner re-queues as it starts.
+    public enum StartReclaim: Sendable {
+        /// None: they wait for their leases to end.
+        case none
+        /// Every one: only for the one process that holds the data directory's lock (SQLite).
+        case everyJob
+        /// Those held under this runner's name: a replica restarted with its own id takes its jobs back.
+        case ownJobs
+    }
 
     /// What `herald serve`'s options set has no default here (their defaults are `HeraldConfiguration`'s); the rest
     /// has no option.
@@ -44,7 +56,8 @@ public struct RunnerConfiguration: Sendable {
         reclaimInterval: Duration = .seconds(10),
         uploadRetry: RetryStrategy = .uploads(),
         dataDirectory: String,
-        reclaimRunningAtStart: Bool = false
+        runnerID: String = "runner-" + Identifier.generate(),
+        reclaimAtStart: StartReclaim = .none
     ) {
         self.workers = workers
         self.uploadConcurrency = uploadConcurrency
@@ -56,7 +69,8 @@ public struct RunnerConfiguration: Sendable {
         self.reclaimInterval = reclaimInterval
         self.uploadRetry = uploadRetry
         self.dataDirectory = dataDirectory
-        self.reclaimRunningAtStart = reclaimRunningAtStart
+        self.runnerID = runnerID
+        self.reclaimAtStart = reclaimAtStart
     }
 }
 
@@ -81,7 +95,7 @@ public actor JobRunner: Service {
         jobs: any JobRepository, store: any MediaStore, cleaner: ObjectCleaner? = nil, changes: JobChanges, configuration: RunnerConfiguration,
         logger: Logger
     ) {
-        let runnerID = "runner-" + Identifier.generate()
+        let runnerID = configuration.runnerID
         self.jobs = jobs
         self.configuration = configuration
         self.logger = logger
@@ -121,9 +135,10 @@ public actor JobRunner: Service {
     // MARK: The loop
 
     public func run() async throws {
-        if configuration.reclaimRunningAtStart {
+        if configuration.reclaimAtStart != .none {
             do {
-                for jobID in try await jobs.reclaimRunning() {
+                let runner = configuration.reclaimAtStart == .ownJobs ? runnerID : nil
+                for jobID in try await jobs.reclaimRunning(heldBy: runner) {
                     logger.notice("job was running when the last process stopped: back to queued", metadata: ["job_id": "\(jobID)"])
                 }
             } catch {
@@ -204,7 +219,7 @@ final class JobQueue: WorkQueue {
     }
 
     func renew(_ item: ClaimedJob) async throws -> WorkLoop<JobQueue>.Renewal {
-        guard try await jobs.renewLease(jobID: item.jobID, runner: runnerID, until: Timestamp.now().adding(configuration.lease)) else {
+        guard try await jobs.renewLease(item.lease, until: Timestamp.now().adding(configuration.lease)) else {
             return .lost
         }
         return try await jobs.isCancelRequested(jobID: item.jobID) ? .stopRequested : .held
@@ -213,7 +228,7 @@ final class JobQueue: WorkQueue {
     func work(_ job: ClaimedJob, control: WorkControl) async {
         logger.info("job started", metadata: ["job_id": "\(job.jobID)", "post_id": "\(job.postID)", "attempt": "\(job.attempt)"])
         let execution = Execution(
-            job: job, control: control, jobs: jobs, store: store, cleaner: cleaner, configuration: configuration, runnerID: runnerID,
+            job: job, control: control, jobs: jobs, store: store, cleaner: cleaner, configuration: configuration,
             logger: logger)
         let outcome = await execution.run()
         Counter(label: "herald_jobs_finished_total", dimensions: [("outcome", outcome.rawValue)]).increment()

@@ -2,22 +2,6 @@ import GRDB
 import HeraldCore
 import HeraldStorage
 
-/// A stored row holds a value this version of Herald cannot read (an unknown state, a malformed timestamp),
-/// or a write found the rows in a shape the schema allows but Herald never makes. Either is a bug: a 500.
-struct UnreadableRow: Error, CustomStringConvertible {
-    let table: String
-    let id: String
-    let reason: String
-
-    init(table: String, id: String, reason: String = "holds a value this version cannot read") {
-        self.table = table
-        self.id = id
-        self.reason = reason
-    }
-
-    var description: String { "UnreadableRow: \(table) \(id) \(reason)" }
-}
-
 /// Row to HeraldCore object mapping for posts and jobs, in one place; media rows map in ``SQLiteMediaRepository``.
 ///
 /// The loaders read a page's children (a post's media, a job's uploads) with one query for the whole page.
@@ -118,47 +102,11 @@ enum Rows {
             uploads[row["job_id"], default: []].append(upload)
         }
         return try rows.map { row in
-            guard let job = job(row, uploads: uploads[row["id"]] ?? []) else { throw UnreadableRow(table: "jobs", id: row["id"]) }
+            guard let job = Job(columns: JobRow(row: row), uploads: uploads[row["id"]] ?? []) else {
+                throw UnreadableRow(table: "jobs", id: row["id"])
+            }
             return job
         }
-    }
-
-    /// The API object of a `jobs` row with its uploads, nil if a value is unreadable.
-    ///
-    /// One mapping for both ways a row is read: GRDB's `Row` by column name, and ``SQLiteJobStatusReader``'s statement by
-    /// column index.
-    static func job(_ row: some JobColumns, uploads: [Job.Upload]) -> Job? {
-        guard let id = row.text(.id).map(JobID.init(rawValue:)),
-            let postID = row.text(.postID).map(PostID.init(rawValue:)),
-            let state = row.text(.state).flatMap(JobState.init(rawValue:)),
-            let priority = row.int(.priority).flatMap(Priority.init(rank:)),
-            let attempt = row.int(.attempt),
-            let cancelRequested = row.int(.cancelRequested),
-            let runAt = row.timestamp(.runAt).value,
-            let createdAt = row.timestamp(.createdAt).value
-        else { return nil }
-        let startedAt = row.timestamp(.startedAt)
-        let finishedAt = row.timestamp(.finishedAt)
-        guard startedAt.isReadable, finishedAt.isReadable else { return nil }
-        var failure: Job.Failure?
-        if let code = row.text(.errorCode) {
-            guard let code = JobErrorCode(rawValue: code) else { return nil }
-            failure = Job.Failure(code: code, message: row.text(.errorMessage) ?? "", mediaID: row.text(.errorMediaID).map(MediaID.init(rawValue:)))
-        }
-        return Job(
-            id: id,
-            postID: postID,
-            state: state,
-            priority: priority,
-            attempt: attempt,
-            runAt: runAt,
-            cancelRequested: cancelRequested != 0,
-            uploads: uploads,
-            error: failure,
-            createdAt: createdAt,
-            startedAt: startedAt.value,
-            finishedAt: finishedAt.value
-        )
     }
 
     // MARK: Lists
@@ -209,67 +157,14 @@ extension Database {
     }
 }
 
-/// A `jobs` column of the job object: where it is in the statements that select ``all``.
-///
-/// Derived from ``Job/Member``, the one list of the job object's members: the columns follow the members' order, and a
-/// member added to a job must be given its columns here (the switch is exhaustive) before anything compiles.
-struct JobColumn: Sendable {
-    /// Its index in ``all`` and so in the status statement's result (a position alone: the poll reads by it, and a
-    /// trivial value costs no reference counting there).
-    let position: Int32
+/// A `jobs` row read by column name, for the shared mapping (``HeraldCore/Job/init(columns:uploads:)``).
+struct JobRow: JobColumns {
+    let row: Row
 
-    /// The column's name in `jobs`.
-    var name: String { Self.all[Int(position)] }
-
-    /// The columns a member is stored in, in order.
-    static func names(of member: Job.Member) -> [String] {
-        switch member {
-        case .id, .postID, .state, .priority, .attempt, .runAt, .cancelRequested, .createdAt, .startedAt, .finishedAt: [member.rawValue]
-        case .error: ["error_code", "error_message", "error_media_id"]
-        // Derived from the state and the uploads.
-        case .done, .progress: []
-        // Rows of `uploads`, read beside the job.
-        case .uploads: []
-        }
-    }
-
-    /// Every column of the job object, in member order: the list the status statement selects.
-    static let all: [String] = Job.Member.allCases.flatMap(names(of:))
-
-    /// The `part`th column of `member`.
-    private init(_ member: Job.Member, part: Int = 0) {
-        let before = Job.Member.allCases.prefix { $0 != member }.reduce(0) { $0 + Self.names(of: $1).count }
-        precondition(part < Self.names(of: member).count, "\(member) has no column \(part)")
-        position = Int32(before + part)
-    }
-
-    static let id = JobColumn(.id)
-    static let postID = JobColumn(.postID)
-    static let state = JobColumn(.state)
-    static let priority = JobColumn(.priority)
-    static let attempt = JobColumn(.attempt)
-    static let runAt = JobColumn(.runAt)
-    static let cancelRequested = JobColumn(.cancelRequested)
-    static let errorCode = JobColumn(.error, part: 0)
-    static let errorMessage = JobColumn(.error, part: 1)
-    static let errorMediaID = JobColumn(.error, part: 2)
-    static let createdAt = JobColumn(.createdAt)
-    static let startedAt = JobColumn(.startedAt)
-    static let finishedAt = JobColumn(.finishedAt)
-}
-
-/// A `jobs` row as ``Rows/job(_:uploads:)`` reads it; NULL reads as nil.
-protocol JobColumns {
-    func text(_ column: JobColumn) -> String?
-    func int(_ column: JobColumn) -> Int?
-    /// Absent (NULL), present, or present but not a timestamp (`isReadable` false).
-    func timestamp(_ column: JobColumn) -> (value: Timestamp?, isReadable: Bool)
-}
-
-extension Row: JobColumns {
-    func text(_ column: JobColumn) -> String? { self[column.name] }
-    func int(_ column: JobColumn) -> Int? { self[column.name] }
-    func timestamp(_ column: JobColumn) -> (value: Timestamp?, isReadable: Bool) { Rows.optionalTimestamp(self[column.name]) }
+    func text(_ column: JobColumn) -> String? { row[column.name] }
+    func int(_ column: JobColumn) -> Int? { row[column.name] }
+    func flag(_ column: JobColumn) -> Bool? { (row[column.name] as Int?).map { $0 != 0 } }
+    func timestamp(_ column: JobColumn) -> (value: Timestamp?, isReadable: Bool) { Rows.optionalTimestamp(row[column.name]) }
 }
 
 /// Ids bind and read as their text.

@@ -5,7 +5,7 @@ import HeraldStorage
 /// Publish jobs: read and cancelled by clients, claimed, leased and finished by the runner.
 ///
 /// Every method that writes runs one write transaction, so a job, its post, its media and its uploads always move
-/// together; the runner's methods check the lease (`locked_by`) inside that transaction.
+/// together; the runner's methods check the lease (`locked_by` and `attempt`) inside that transaction.
 struct SQLiteJobRepository: JobRepository {
 
     private static let cancelledMessage = "The job was cancelled."
@@ -145,7 +145,8 @@ struct SQLiteJobRepository: JobRepository {
                 let jobID: JobID = row["id"]
                 let postID: PostID = row["post_id"]
                 try Transitions.claim(db, jobID: jobID, postID: postID, runner: runner, leaseUntil: leaseUntil, now: now)
-                return ClaimedJob(jobID: jobID, postID: postID, attempt: (row["attempt"] as Int) + 1, media: try Self.claimedMedia(db, jobID))
+                return ClaimedJob(
+                    jobID: jobID, postID: postID, runner: runner, attempt: (row["attempt"] as Int) + 1, media: try Self.claimedMedia(db, jobID))
             }
         }
     }
@@ -176,12 +177,12 @@ struct SQLiteJobRepository: JobRepository {
         }
     }
 
-    /// Extends the lease; false if this runner no longer holds the job (then it must stop and not commit).
-    func renewLease(jobID: JobID, runner: String, until: Timestamp) async throws -> Bool {
+    /// Extends the lease; false if the lease no longer holds the job (then its runner must stop and not commit).
+    func renewLease(_ lease: JobLease, until: Timestamp) async throws -> Bool {
         try await storage.pool.write { db in
             try db.run(
-                "UPDATE jobs SET locked_until = ? WHERE id = ? AND state = ? AND locked_by = ?",
-                [until.rfc3339, jobID, JobState.running.rawValue, runner]
+                "UPDATE jobs SET locked_until = ? WHERE id = ? AND state = ? AND locked_by = ? AND attempt = ?",
+                [until.rfc3339, lease.jobID, JobState.running.rawValue, lease.runner, lease.attempt]
             )
             return db.changesCount == 1
         }
@@ -193,20 +194,25 @@ struct SQLiteJobRepository: JobRepository {
         try await reclaim(leaseEndedBy: now)
     }
 
-    /// Every running job goes back to queued, lease or not: what the only process on the database does at start
-    /// (it holds the data directory's lock, so no other process can be running them), so a crashed job resumes at
-    /// once rather than when its lease ends. Returns their ids.
-    func reclaimRunning() async throws -> [JobID] {
-        try await reclaim(leaseEndedBy: nil)
+    /// Running jobs held by `runner` (every running job when nil: what the only process on the database does at start,
+    /// holding the data directory's lock) go back to queued, lease or not, so a crashed job resumes at once rather than
+    /// when its lease ends. Returns their ids.
+    func reclaimRunning(heldBy runner: String?) async throws -> [JobID] {
+        try await reclaim(leaseEndedBy: nil, heldBy: runner)
     }
 
-    private func reclaim(leaseEndedBy now: Timestamp?) async throws -> [JobID] {
+    private func reclaim(leaseEndedBy now: Timestamp?, heldBy runner: String? = nil) async throws -> [JobID] {
         try await storage.write { db in
             let rows =
                 if let now {
                     try Row.fetchAll(
                         db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? AND locked_until <= ? ORDER BY id"),
                         arguments: [JobState.running.rawValue, now.rfc3339]
+                    )
+                } else if let runner {
+                    try Row.fetchAll(
+                        db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? AND locked_by = ? ORDER BY id"),
+                        arguments: [JobState.running.rawValue, runner]
                     )
                 } else {
                     try Row.fetchAll(
@@ -245,15 +251,16 @@ struct SQLiteJobRepository: JobRepository {
         }
     }
 
-    /// ONE transaction, only while `runner` holds the job and no cancel was requested: the post is published
+    /// ONE transaction, only while `lease` holds the job and no cancel was requested: the post is published
     /// (`published_at = now`), each medium uploaded with its stored object's url and key, every upload uploaded, and
     /// the job succeeded (finished, lock cleared).
     ///
     /// Throws, writing nothing, when `objects` lacks one of the post's media: a post is never half-published.
-    func commit(jobID: JobID, runner: String, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion {
+    func commit(_ lease: JobLease, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion {
+        let jobID = lease.jobID
         let uploads = storage.uploadProgress.uploads(of: jobID)
         return try await storage.write { db in
-            guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
+            guard let held = try Self.held(db, lease) else { return .lostLease }
             guard !held.cancelRequested else { return .cancelRequested }
             try Transitions.recordUploads(db, jobID: jobID, uploads)
             try Transitions.commit(db, jobID: jobID, postID: held.postID, objects: objects, now: now)
@@ -262,11 +269,12 @@ struct SQLiteJobRepository: JobRepository {
     }
 
     /// The job failed with `error`; its post failed; its media back to staged (url cleared, still attached); uploads
-    /// still pending or uploading cancelled. Only while `runner` holds the job.
-    func fail(jobID: JobID, runner: String, error: Job.Failure, now: Timestamp) async throws -> JobCompletion {
+    /// still pending or uploading cancelled. Only while `lease` holds the job.
+    func fail(_ lease: JobLease, error: Job.Failure, now: Timestamp) async throws -> JobCompletion {
+        let jobID = lease.jobID
         let uploads = storage.uploadProgress.uploads(of: jobID)
         return try await storage.write { db in
-            guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
+            guard let held = try Self.held(db, lease) else { return .lostLease }
             try Transitions.recordUploads(db, jobID: jobID, uploads)
             try Transitions.end(db, .fail, jobID: jobID, postID: held.postID, error: error, now: now)
             return .done(try Self.job(db, jobID))
@@ -274,11 +282,12 @@ struct SQLiteJobRepository: JobRepository {
     }
 
     /// The job cancelled (error code `cancelled`, `cancel_requested` 1); its post cancelled; media staged; uploads
-    /// not yet uploaded cancelled. Only while `runner` holds the job.
-    func finishCancelled(jobID: JobID, runner: String, now: Timestamp) async throws -> JobCompletion {
+    /// not yet uploaded cancelled. Only while `lease` holds the job.
+    func finishCancelled(_ lease: JobLease, now: Timestamp) async throws -> JobCompletion {
+        let jobID = lease.jobID
         let uploads = storage.uploadProgress.uploads(of: jobID)
         return try await storage.write { db in
-            guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return .lostLease }
+            guard let held = try Self.held(db, lease) else { return .lostLease }
             try Transitions.recordUploads(db, jobID: jobID, uploads)
             try Transitions.end(db, .cancel, jobID: jobID, postID: held.postID, error: Self.cancelledFailure, now: now)
             return .done(try Self.job(db, jobID))
@@ -286,11 +295,12 @@ struct SQLiteJobRepository: JobRepository {
     }
 
     /// Shutdown: the job back to queued (`cancel_requested` 0, lock cleared), its post queued, media staged, uploads
-    /// pending. Does nothing unless `runner` holds the job.
-    func requeue(jobID: JobID, runner: String) async throws {
+    /// pending. Does nothing unless `lease` holds the job.
+    func requeue(_ lease: JobLease) async throws {
+        let jobID = lease.jobID
         let uploads = storage.uploadProgress.uploads(of: jobID)
         try await storage.write { db in
-            guard let held = try Self.held(db, jobID: jobID, runner: runner) else { return }
+            guard let held = try Self.held(db, lease) else { return }
             try Transitions.recordUploads(db, jobID: jobID, uploads)  // their attempts count on
             try Transitions.putBack(db, jobID: jobID, postID: held.postID, clearCancel: true)
         }
@@ -303,12 +313,13 @@ struct SQLiteJobRepository: JobRepository {
         return job
     }
 
-    /// The running job's post and cancel flag, if `runner` holds it.
-    private static func held(_ db: Database, jobID: JobID, runner: String) throws -> (postID: PostID, cancelRequested: Bool)? {
+    /// The running job's post and cancel flag, if `lease` holds it (the fencing check).
+    private static func held(_ db: Database, _ lease: JobLease) throws -> (postID: PostID, cancelRequested: Bool)? {
         guard
             let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT post_id, cancel_requested FROM jobs WHERE id = ? AND state = ? AND locked_by = ?"),
-                arguments: [jobID, JobState.running.rawValue, runner]
+                db.cachedStatement(
+                    sql: "SELECT post_id, cancel_requested FROM jobs WHERE id = ? AND state = ? AND locked_by = ? AND attempt = ?"),
+                arguments: [lease.jobID, JobState.running.rawValue, lease.runner, lease.attempt]
             )
         else { return nil }
         return (row["post_id"], (row["cancel_requested"] as Int) != 0)

@@ -64,7 +64,7 @@ struct SQLiteJobStatusReader: JobStatusReader {
             throw Connection.error(code, db)
         }
         let columns = Columns(statement)
-        guard var job = Rows.job(columns, uploads: []) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
+        guard var job = Job(columns: columns, uploads: []) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
         // One allocation for most posts' uploads, not one per doubling.
         job.uploads.reserveCapacity(8)
         // The job's columns repeat on every row; the upload's follow them, NULL on the LEFT JOIN's row of a job
@@ -116,6 +116,8 @@ struct SQLiteJobStatusReader: JobStatusReader {
         func int(_ column: JobColumn) -> Int? {
             sqlite3_column_type(statement, column.position) == SQLITE_NULL ? nil : int(column.position)
         }
+
+        func flag(_ column: JobColumn) -> Bool? { int(column).map { $0 != 0 } }
 
         /// Parsed in place: no string made.
         func timestamp(_ column: JobColumn) -> (value: Timestamp?, isReadable: Bool) {

@@ -19,9 +19,9 @@ struct SQLiteKeyRepository: KeyRepository {
     }
 
     /// Records `key` only if the table holds no key at all, in one transaction (so two starts make one initial key).
-    /// Synchronous: called once, at start. Returns whether it was inserted.
-    func insertIfEmpty(_ key: APIKey, hash: String) throws -> Bool {
-        try pool.write { db in
+    /// Returns whether it was inserted.
+    func insertIfEmpty(_ key: APIKey, hash: String) async throws -> Bool {
+        try await pool.write { db in
             guard try Int.fetchOne(db, sql: "SELECT 1 FROM keys LIMIT 1") == nil else { return false }
             try Self.insert(db, key, hash: hash)
             return true

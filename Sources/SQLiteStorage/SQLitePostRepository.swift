@@ -5,11 +5,6 @@ import HeraldStorage
 /// Posts: created with their media and first publish job in one transaction, read back, re-published.
 struct SQLitePostRepository: PostRepository {
 
-    /// How long a key is remembered: the API promises at least 24 hours.
-    static let keyLifetimeMilliseconds: Int64 = 24 * 3_600_000
-    /// How long an `in_progress` reservation is honoured before it counts as abandoned.
-    static let reservationTimeoutMilliseconds: Int64 = 60_000
-
     let storage: SQLiteStorage
 
     // MARK: Creating
@@ -63,7 +58,7 @@ struct SQLitePostRepository: PostRepository {
                         """,
                         [
                             tenant.rawValue, idempotency.key, idempotency.requestHash, postID, jobID, now.rfc3339,
-                            now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339,
+                            now.adding(milliseconds: IdempotencyRecord.lifetimeMilliseconds).rfc3339,
                         ]
                     )
                 }
@@ -88,7 +83,7 @@ struct SQLitePostRepository: PostRepository {
                     """,
                     [
                         tenant.rawValue, idempotency.key, idempotency.requestHash, now.rfc3339,
-                        now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339,
+                        now.adding(milliseconds: IdempotencyRecord.lifetimeMilliseconds).rfc3339,
                     ]
                 )
                 return nil
@@ -97,10 +92,10 @@ struct SQLitePostRepository: PostRepository {
             case .completed(let postID, let jobID):
                 return .replayed(try Self.postAndJob(db, postID: postID, jobID: jobID))
             case .inProgress(let since):
-                guard now.milliseconds(since: since) >= Self.reservationTimeoutMilliseconds else { return .keyInProgress }
+                guard now.milliseconds(since: since) >= IdempotencyRecord.reservationTimeoutMilliseconds else { return .keyInProgress }
                 try db.run(
                     "UPDATE idempotency_keys SET created_at = ?, expires_at = ? WHERE tenant = ? AND key = ?",
-                    [now.rfc3339, now.adding(milliseconds: Self.keyLifetimeMilliseconds).rfc3339, tenant.rawValue, idempotency.key]
+                    [now.rfc3339, now.adding(milliseconds: IdempotencyRecord.lifetimeMilliseconds).rfc3339, tenant.rawValue, idempotency.key]
                 )
                 return nil
             }

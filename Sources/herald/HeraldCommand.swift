@@ -56,7 +56,7 @@ struct Serve: AsyncParsableCommand {
         logger.logLevel = configuration.logLevel
         let application: Application
         do {
-            application = try Application.build(configuration: configuration, logger: logger, metrics: metrics)
+            application = try await Application.build(configuration: configuration, logger: logger, metrics: metrics)
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("herald: \(error)\n".utf8))
             throw ExitCode(2)

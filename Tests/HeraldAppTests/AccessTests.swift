@@ -133,7 +133,7 @@ struct AccessTests {
             #expect(created.key.tenant == .default)
             #expect(created.secret.hasPrefix("hrld_"))
             #expect(KeySecret.isWellFormed(created.secret[...]))
-            #expect(try KeyService(keys: application.storage.keys).createInitialAdmin() == nil)
+            #expect(try await KeyService(keys: application.storage.keys).createInitialAdmin() == nil)
             // Only the hash is stored.
             let stored = try await application.sqlite.pool.read { db in try String.fetchAll(db, sql: "SELECT hash || name FROM keys") }
             #expect(!stored.joined().contains(created.secret))
@@ -358,8 +358,8 @@ struct AccessTests {
         }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        #expect(throws: ConfigurationError.self) {
-            _ = try Application.build(
+        await #expect(throws: ConfigurationError.self) {
+            _ = try await Application.build(
                 configuration: HeraldConfiguration(host: "0.0.0.0", port: 0, dataDirectory: directory, auth: .off), logger: Logger(label: "test"),
                 metrics: TestMetrics.registry)
         }

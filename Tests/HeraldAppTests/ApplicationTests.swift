@@ -47,7 +47,7 @@ func withHerald<T: Sendable>(
     // No disk reserve: the tests must not depend on this machine's free space (LifecycleTests checks the reserve).
     var configuration = HeraldConfiguration(host: "127.0.0.1", port: 0, dataDirectory: directory, logLevel: .warning, minFreeDisk: 0)
     configure(&configuration)
-    let application = try Application.build(
+    let application = try await Application.build(
         configuration: configuration,
         logger: logger,
         metrics: metrics,

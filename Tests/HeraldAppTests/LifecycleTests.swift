@@ -187,8 +187,8 @@ struct LifecycleTests {
     @Test func oneServerPerDataDirectory() async throws {
         try await withHerald { _, _, application in
             let directory = application.configuration.dataDirectory
-            #expect {
-                _ = try Application.build(
+            await #expect {
+                _ = try await Application.build(
                     configuration: HeraldConfiguration(host: "127.0.0.1", port: 0, dataDirectory: directory), logger: .init(label: "second"),
                     metrics: TestMetrics.registry)
             } throws: { error in

@@ -67,5 +67,21 @@ struct PostgresMigrationsTests {
             CREATE INDEX a_x ON a (x);
             """
         #expect(PostgresMigrations.statements(of: sql) == ["CREATE TABLE a (\n    x integer CHECK (x > 0)\n);", "CREATE INDEX a_x ON a (x);"])
+        // A function's `$$` body keeps its own statements, comments and blank lines.
+        let function = """
+            CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                -- kept
+                PERFORM 1;
+
+                RETURN NULL;
+            END
+            $$;
+            CREATE TRIGGER t AFTER INSERT ON a FOR EACH ROW EXECUTE FUNCTION f();
+            """
+        let split = PostgresMigrations.statements(of: function)
+        #expect(split.count == 2)
+        #expect(split.first?.contains("-- kept\n    PERFORM 1;\n\n    RETURN NULL;") == true)
+        #expect(split.last == "CREATE TRIGGER t AFTER INSERT ON a FOR EACH ROW EXECUTE FUNCTION f();")
     }
 }

@@ -212,7 +212,7 @@ struct JobRunnerTests {
         let post = try #require(try await harness.posts.find(id: created.post.id, tenant: .default))
         #expect(post.state == .published)
         // Committed once: a second commit by the dead runner is refused.
-        let late = try await harness.jobs.commit(jobID: created.job.id, runner: "dead-runner", objects: [:], now: .now())
+        let late = try await harness.jobs.commit(JobLease(jobID: created.job.id, runner: "dead-runner", attempt: 1), objects: [:], now: .now())
         #expect(late == .lostLease)
     }
 

@@ -44,8 +44,8 @@ struct JobChangesTests {
             #expect(!fixture.storage.changes.changedButNotDone(jobID, after: generation), "no change since")
 
             // A write that changes nothing says nothing: a lease renewal, a requeue by a runner that does not hold the job.
-            #expect(try await fixture.jobs.renewLease(jobID: jobID, runner: "a", until: At.at(90)))
-            try await fixture.jobs.requeue(jobID: jobID, runner: "someone-else")
+            #expect(try await fixture.jobs.renewLease(JobLease(jobID: jobID, runner: "a", attempt: 1), until: At.at(90)))
+            try await fixture.jobs.requeue(JobLease(jobID: jobID, runner: "someone-else", attempt: 1))
 
             guard case .requested = try await fixture.jobs.requestCancel(id: jobID, tenant: .default, now: At.at(12)) else {
                 Issue.record("a running job's cancel is a request")
@@ -56,7 +56,7 @@ struct JobChangesTests {
             // A waiter for the job's end learns without a read that this change did not end it.
             #expect(fixture.storage.changes.changedButNotDone(jobID, after: generation))
 
-            _ = try await fixture.jobs.finishCancelled(jobID: jobID, runner: "a", now: At.at(13))
+            _ = try await fixture.jobs.finishCancelled(JobLease(jobID: jobID, runner: "a", attempt: 1), now: At.at(13))
             let cancelled = try #require(await iterator.next())
             #expect(cancelled.state == .cancelled && cancelled.version > requested.version)
             #expect(!fixture.storage.changes.changedButNotDone(jobID, after: generation), "its last change ended it")
@@ -123,7 +123,7 @@ struct JobChangesTests {
             // Back in the queue, to run from the start: the attempts are written, every upload's bytes forgotten.
             fixture.jobs.updateUpload(jobID: jobID, mediaID: media[1], state: .uploading, attempts: 1, error: nil)
             fixture.jobs.reportBytes(jobID: jobID, mediaID: media[1], bytes: 50)
-            try await fixture.jobs.requeue(jobID: jobID, runner: "a")
+            try await fixture.jobs.requeue(JobLease(jobID: jobID, runner: "a", attempt: 1))
             let queued = try #require(try await fixture.jobs.find(id: jobID, tenant: .default))
             #expect(queued.uploads.map(\.bytesSent) == [0, 0] && queued.uploads.map(\.state) == [.pending, .pending])
             #expect(queued.uploads.map(\.attempts) == [2, 1])
@@ -135,13 +135,13 @@ struct JobChangesTests {
 
             // Claimed again: the uploads start from what SQLite says. The commit writes them as last set, in its own
             // transaction; a read that saw the job still running shows them too.
-            _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(90), now: At.at(61))
+            let again = try #require(try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(90), now: At.at(61)))
             var stale = try #require(try await fixture.jobs.find(id: jobID, tenant: .default))
             #expect(stale.uploads.map(\.state) == [.pending, .pending] && stale.uploads.map(\.attempts) == [2, 1])
             fixture.jobs.updateUpload(jobID: jobID, mediaID: media[0], state: .uploaded, attempts: 3, error: nil)
             fixture.jobs.updateUpload(jobID: jobID, mediaID: media[1], state: .uploaded, attempts: 2, error: nil)
             let objects = Dictionary(uniqueKeysWithValues: media.map { ($0, StoredObject(key: "k/\($0)", url: "file:///k/\($0)")) })
-            guard case .done(let published) = try await fixture.jobs.commit(jobID: jobID, runner: "a", objects: objects, now: At.at(62)) else {
+            guard case .done(let published) = try await fixture.jobs.commit(again.lease, objects: objects, now: At.at(62)) else {
                 Issue.record("the commit was refused")
                 return
             }
@@ -171,7 +171,7 @@ struct JobChangesTests {
             let second = try await fixture.create(text: "b", at: At.at(2))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(60), now: At.at(3))
             let error = Job.Failure(code: .internal, message: "boom")
-            #expect(try await fixture.jobs.fail(jobID: second.job.id, runner: "a", error: error, now: At.at(4)) != .lostLease)
+            #expect(try await fixture.jobs.fail(JobLease(jobID: second.job.id, runner: "a", attempt: 1), error: error, now: At.at(4)) != .lostLease)
             #expect(announced.withLock { $0 } == 1)
             let pending = try await webhooks.due(now: .now(), excluding: [], limit: 10)
             #expect(pending.count == 1 && pending.first?.webhookID == failures.id)
@@ -250,7 +250,7 @@ struct JobChangesTests {
             let generation = fixture.storage.changes.generation
             // The commit lacks the medium's object: refused, rolled back.
             await #expect(throws: (any Error).self) {
-                try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: [:], now: At.at(2))
+                try await fixture.jobs.commit(JobLease(jobID: created.job.id, runner: "a", attempt: 1), objects: [:], now: At.at(2))
             }
             #expect(fixture.storage.changes.generation == generation)
         }

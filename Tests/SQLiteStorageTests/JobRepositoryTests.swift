@@ -57,7 +57,10 @@ struct JobRepositoryTests {
 
             let done = try await fixture.create(text: "d", at: At.at(10))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(60), now: At.at(11))
-            guard case .done(let succeeded) = try await fixture.jobs.commit(jobID: done.job.id, runner: "a", objects: [:], now: At.at(12)) else {
+            guard
+                case .done(let succeeded) = try await fixture.jobs.commit(
+                    JobLease(jobID: done.job.id, runner: "a", attempt: 1), objects: [:], now: At.at(12))
+            else {
                 Issue.record("commit was refused")
                 return
             }
@@ -180,7 +183,7 @@ struct JobRepositoryTests {
             #expect(try await fixture.jobs.claim(runner: "runner-2", leaseUntil: At.at(30), now: At.at(2)) == nil)
 
             // Requeued and claimed again: attempt 2, started_at kept, the upload's attempts kept.
-            try await fixture.jobs.requeue(jobID: created.job.id, runner: "runner-1")
+            try await fixture.jobs.requeue(JobLease(jobID: created.job.id, runner: "runner-1", attempt: 1))
             let again = try await fixture.jobs.claim(runner: "runner-2", leaseUntil: At.at(60), now: At.at(5))
             #expect(again?.attempt == 2)
             #expect(again?.media.first?.attempts == 2)
@@ -193,11 +196,11 @@ struct JobRepositoryTests {
         try await withRepositoryFixture { fixture in
             let created = try await fixture.create(text: "lease", at: At.at(0))
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
-            #expect(try await fixture.jobs.renewLease(jobID: created.job.id, runner: "a", until: At.at(40)))
+            #expect(try await fixture.jobs.renewLease(JobLease(jobID: created.job.id, runner: "a", attempt: 1), until: At.at(40)))
             #expect(try await fixture.string("SELECT locked_until FROM jobs WHERE id = ?", [created.job.id]) == At.at(40).rfc3339)
-            #expect(try await fixture.jobs.renewLease(jobID: created.job.id, runner: "b", until: At.at(50)) == false)
+            #expect(try await fixture.jobs.renewLease(JobLease(jobID: created.job.id, runner: "b", attempt: 1), until: At.at(50)) == false)
             #expect(try await fixture.string("SELECT locked_until FROM jobs WHERE id = ?", [created.job.id]) == At.at(40).rfc3339)
-            #expect(try await fixture.jobs.renewLease(jobID: JobID.generate(), runner: "a", until: At.at(50)) == false)
+            #expect(try await fixture.jobs.renewLease(JobLease(jobID: JobID.generate(), runner: "a", attempt: 1), until: At.at(50)) == false)
         }
     }
 
@@ -209,7 +212,7 @@ struct JobRepositoryTests {
             let alive = try await fixture.create(text: "alive", at: At.at(1))
             _ = try await fixture.jobs.claim(runner: "dead", leaseUntil: At.at(30), now: At.at(2))
             _ = try await fixture.jobs.claim(runner: "live", leaseUntil: At.at(30), now: At.at(2))
-            #expect(try await fixture.jobs.renewLease(jobID: alive.job.id, runner: "live", until: At.at(90)))
+            #expect(try await fixture.jobs.renewLease(JobLease(jobID: alive.job.id, runner: "live", attempt: 1), until: At.at(90)))
 
             #expect(try await fixture.jobs.reclaimExpired(now: At.at(29.999)).isEmpty)
             #expect(try await fixture.jobs.reclaimExpired(now: At.at(31)) == [crashed.job.id])
@@ -227,9 +230,11 @@ struct JobRepositoryTests {
             #expect(reclaimed?.jobID == crashed.job.id)
             #expect(reclaimed?.attempt == 2)
             // The dead runner, come back, can neither renew nor commit.
-            #expect(try await fixture.jobs.renewLease(jobID: crashed.job.id, runner: "dead", until: At.at(100)) == false)
+            #expect(try await fixture.jobs.renewLease(JobLease(jobID: crashed.job.id, runner: "dead", attempt: 1), until: At.at(100)) == false)
             let objects = [media[0]: StoredObject(key: "k", url: "u")]
-            #expect(try await fixture.jobs.commit(jobID: crashed.job.id, runner: "dead", objects: objects, now: At.at(33)) == .lostLease)
+            #expect(
+                try await fixture.jobs.commit(JobLease(jobID: crashed.job.id, runner: "dead", attempt: 1), objects: objects, now: At.at(33))
+                    == .lostLease)
             #expect(try await fixture.posts.find(id: crashed.post.id, tenant: .default)?.state == .publishing)
         }
     }
@@ -249,12 +254,12 @@ struct JobRepositoryTests {
             var partial = objects
             partial[media[2]] = nil
             await #expect(throws: (any Error).self) {
-                try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: partial, now: At.at(4))
+                try await fixture.jobs.commit(JobLease(jobID: created.job.id, runner: "a", attempt: 1), objects: partial, now: At.at(4))
             }
             #expect(try await fixture.posts.find(id: created.post.id, tenant: .default)?.state == .publishing)
             #expect(try await fixture.media.find(id: media[0], tenant: .default)?.url == nil)
 
-            let completion = try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: objects, now: At.at(5))
+            let completion = try await fixture.jobs.commit(JobLease(jobID: created.job.id, runner: "a", attempt: 1), objects: objects, now: At.at(5))
             guard case .done(let job) = completion else {
                 Issue.record("expected done, got \(completion)")
                 return
@@ -275,7 +280,9 @@ struct JobRepositoryTests {
             #expect(try await fixture.string("SELECT object_key FROM media WHERE id = ?", [media[1]]) == "\(media[1]).png")
 
             // Done: a second commit finds no lease.
-            #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: objects, now: At.at(6)) == .lostLease)
+            #expect(
+                try await fixture.jobs.commit(JobLease(jobID: created.job.id, runner: "a", attempt: 1), objects: objects, now: At.at(6)) == .lostLease
+            )
         }
     }
 
@@ -287,9 +294,13 @@ struct JobRepositoryTests {
             _ = try await fixture.jobs.claim(runner: "a", leaseUntil: At.at(30), now: At.at(1))
             let objects = [media[0]: StoredObject(key: "k", url: "u")]
 
-            #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "b", objects: objects, now: At.at(2)) == .lostLease)
+            #expect(
+                try await fixture.jobs.commit(JobLease(jobID: created.job.id, runner: "b", attempt: 1), objects: objects, now: At.at(2)) == .lostLease
+            )
             _ = try await fixture.jobs.requestCancel(id: created.job.id, tenant: .default, now: At.at(3))
-            #expect(try await fixture.jobs.commit(jobID: created.job.id, runner: "a", objects: objects, now: At.at(4)) == .cancelRequested)
+            #expect(
+                try await fixture.jobs.commit(JobLease(jobID: created.job.id, runner: "a", attempt: 1), objects: objects, now: At.at(4))
+                    == .cancelRequested)
 
             let post = try await fixture.posts.find(id: created.post.id, tenant: .default)
             #expect(post?.state == .publishing)
@@ -309,8 +320,12 @@ struct JobRepositoryTests {
             fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[1], state: .failed, attempts: 3, error: "HTTP 403")
             let failure = Job.Failure(code: .uploadFailed, message: "HTTP 403", mediaID: media[1])
 
-            #expect(try await fixture.jobs.fail(jobID: created.job.id, runner: "b", error: failure, now: At.at(2)) == .lostLease)
-            guard case .done(let job) = try await fixture.jobs.fail(jobID: created.job.id, runner: "a", error: failure, now: At.at(3)) else {
+            #expect(
+                try await fixture.jobs.fail(JobLease(jobID: created.job.id, runner: "b", attempt: 1), error: failure, now: At.at(2)) == .lostLease)
+            guard
+                case .done(let job) = try await fixture.jobs.fail(
+                    JobLease(jobID: created.job.id, runner: "a", attempt: 1), error: failure, now: At.at(3))
+            else {
                 Issue.record("fail was refused")
                 return
             }
@@ -342,8 +357,10 @@ struct JobRepositoryTests {
             _ = try await fixture.jobs.requestCancel(id: created.job.id, tenant: .default, now: At.at(2))
             fixture.jobs.updateUpload(jobID: created.job.id, mediaID: media[0], state: .uploaded, attempts: 1, error: nil)
 
-            #expect(try await fixture.jobs.finishCancelled(jobID: created.job.id, runner: "b", now: At.at(3)) == .lostLease)
-            guard case .done(let job) = try await fixture.jobs.finishCancelled(jobID: created.job.id, runner: "a", now: At.at(4)) else {
+            #expect(try await fixture.jobs.finishCancelled(JobLease(jobID: created.job.id, runner: "b", attempt: 1), now: At.at(3)) == .lostLease)
+            guard
+                case .done(let job) = try await fixture.jobs.finishCancelled(JobLease(jobID: created.job.id, runner: "a", attempt: 1), now: At.at(4))
+            else {
                 Issue.record("finishCancelled was refused")
                 return
             }
@@ -370,10 +387,10 @@ struct JobRepositoryTests {
             _ = try await fixture.jobs.requestCancel(id: created.job.id, tenant: .default, now: At.at(2))
 
             // Another runner cannot requeue it.
-            try await fixture.jobs.requeue(jobID: created.job.id, runner: "b")
+            try await fixture.jobs.requeue(JobLease(jobID: created.job.id, runner: "b", attempt: 1))
             #expect(try await fixture.jobs.find(id: created.job.id, tenant: .default)?.state == .running)
 
-            try await fixture.jobs.requeue(jobID: created.job.id, runner: "a")
+            try await fixture.jobs.requeue(JobLease(jobID: created.job.id, runner: "a", attempt: 1))
             let job = try await fixture.jobs.find(id: created.job.id, tenant: .default)
             #expect(job?.state == .queued)
             #expect(job?.cancelRequested == false)

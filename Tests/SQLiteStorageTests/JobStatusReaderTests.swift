@@ -30,7 +30,8 @@ struct JobStatusReaderTests {
             fixture.jobs.updateUpload(jobID: ordered.job.id, mediaID: media[0], state: .failed, attempts: 3, error: "quote \" and\nline")
             try await expectSame(reader, fixture, shapes)
             let failure = Job.Failure(code: .uploadFailed, message: "S3 said no", mediaID: media[0])
-            #expect(try await fixture.jobs.fail(jobID: ordered.job.id, runner: "a", error: failure, now: At.at(4)) != .lostLease)
+            #expect(
+                try await fixture.jobs.fail(JobLease(jobID: ordered.job.id, runner: "a", attempt: 1), error: failure, now: At.at(4)) != .lostLease)
             #expect(try reader.job(id: ordered.job.id, tenant: .default)?.error == failure)
 
             // Cancelled while queued.

@@ -277,7 +277,10 @@ struct PostRepositoryTests {
             fixture.jobs.updateUpload(jobID: original.job.id, mediaID: media[0], state: .failed, attempts: 3, error: "boom")
             let failure = Job.Failure(code: .uploadFailed, message: "boom", mediaID: media[0])
             #expect(claimed != nil)
-            guard case .done = try await fixture.jobs.fail(jobID: original.job.id, runner: "r", error: failure, now: RepositoryFixture.at(3)) else {
+            guard
+                case .done = try await fixture.jobs.fail(
+                    JobLease(jobID: original.job.id, runner: "r", attempt: 1), error: failure, now: RepositoryFixture.at(3))
+            else {
                 Issue.record("fail was refused")
                 return
             }
@@ -310,7 +313,9 @@ struct PostRepositoryTests {
             }
             _ = try await fixture.jobs.claim(runner: "r", leaseUntil: RepositoryFixture.at(60), now: RepositoryFixture.at(12))
             let objects = Dictionary(uniqueKeysWithValues: media.map { ($0, StoredObject(key: $0.rawValue, url: "https://cdn/\($0)")) })
-            #expect(try await fixture.jobs.commit(jobID: again.job.id, runner: "r", objects: objects, now: RepositoryFixture.at(13)) != .lostLease)
+            #expect(
+                try await fixture.jobs.commit(JobLease(jobID: again.job.id, runner: "r", attempt: 1), objects: objects, now: RepositoryFixture.at(13))
+                    != .lostLease)
             let published = try await fixture.posts.republish(id: original.post.id, tenant: .default, now: RepositoryFixture.at(14))
             #expect(published == .conflict("The post is already published."))
 

@@ -1,7 +1,10 @@
 import Foundation
 import HeraldCore
 import HeraldStorage
+import HeraldTestSupport
 import Logging
+import PostgresNIO
+import PostgresStorage
 import SQLiteStorage
 import Testing
 
@@ -10,6 +13,8 @@ import Testing
 /// A new backend adds its case here (and what it needs to start); the suite itself does not change.
 enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case sqlite
+    /// A database of its own on the tests' PostgreSQL 15 server, the storage running beside the test.
+    case postgres
 
     var testDescription: String { rawValue }
 
@@ -19,12 +24,27 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case .sqlite:
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-conformance-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let storage = try SQLiteStorage.open(
-                directory: directory, logger: Logger(label: "conformance", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let storage = try SQLiteStorage.open(directory: directory, logger: Self.quiet)
             defer { try? storage.close() }
             try await body(storage)
+        case .postgres:
+            let server = try await PostgresServer.shared()
+            let url = try DatabaseURL(parsing: server.url(database: try await server.makeDatabase()))
+            let storage = try await PostgresStorage.open(url: url, logger: Self.quiet)
+            try await withThrowingTaskGroup { group in
+                group.addTask { try await storage.run() }
+                defer { group.cancelAll() }
+                do {
+                    try await body(storage)
+                } catch let error as PSQLError {
+                    // The driver's own description hides the server's message: the test's failure should show it.
+                    throw Unexpected(String(reflecting: error))
+                }
+            }
         }
     }
+
+    private static let quiet = Logger(label: "conformance", factory: { _ in SwiftLogNoOpLogHandler() })
 }
 
 /// What the tests do often, through the protocols only.

@@ -145,7 +145,7 @@ struct ConformanceTests {
             let media = try await fixture.stage(1)
             let created = try await fixture.create("fenced", media: media)
             let first = try await fixture.claim("a", leaseUntil: At.at(10), at: At.at(2))
-            #expect(try await storage.jobs.renewLease(jobID: first.jobID, runner: "a", until: At.at(20)))
+            #expect(try await storage.jobs.renewLease(first.lease, until: At.at(20)))
             // Not yet expired at 19 s; expired at 20 s: back to the queue.
             #expect(try await storage.jobs.reclaimExpired(now: At.at(19)).isEmpty)
             #expect(try await storage.jobs.reclaimExpired(now: At.at(20)) == [created.job.id])
@@ -154,15 +154,15 @@ struct ConformanceTests {
 
             let objects = Fixture.objects(first)
             let failure = Job.Failure(code: .internal, message: "late")
-            #expect(try await storage.jobs.renewLease(jobID: first.jobID, runner: "a", until: At.at(90)) == false)
-            #expect(try await storage.jobs.commit(jobID: first.jobID, runner: "a", objects: objects, now: At.at(22)) == .lostLease)
-            #expect(try await storage.jobs.fail(jobID: first.jobID, runner: "a", error: failure, now: At.at(22)) == .lostLease)
-            #expect(try await storage.jobs.finishCancelled(jobID: first.jobID, runner: "a", now: At.at(22)) == .lostLease)
-            try await storage.jobs.requeue(jobID: first.jobID, runner: "a")
+            #expect(try await storage.jobs.renewLease(first.lease, until: At.at(90)) == false)
+            #expect(try await storage.jobs.commit(first.lease, objects: objects, now: At.at(22)) == .lostLease)
+            #expect(try await storage.jobs.fail(first.lease, error: failure, now: At.at(22)) == .lostLease)
+            #expect(try await storage.jobs.finishCancelled(first.lease, now: At.at(22)) == .lostLease)
+            try await storage.jobs.requeue(first.lease)
             let untouched = try #require(try await storage.jobs.find(id: created.job.id, tenant: .default))
             #expect(untouched.state == .running && untouched.attempt == 2)
 
-            guard case .done(let done) = try await storage.jobs.commit(jobID: second.jobID, runner: "b", objects: objects, now: At.at(23)) else {
+            guard case .done(let done) = try await storage.jobs.commit(second.lease, objects: objects, now: At.at(23)) else {
                 Issue.record("the holder's commit was refused")
                 return
             }
@@ -170,6 +170,30 @@ struct ConformanceTests {
             let post = try #require(try await storage.posts.find(id: created.post.id, tenant: .default))
             #expect(post.state == .published && post.publishedAt == At.at(23))
             #expect(post.media.map(\.url) == [objects[media[0]]?.url] && post.media.allSatisfy { $0.state == .uploaded })
+        }
+    }
+
+    @Test(
+        "an earlier attempt of the same runner is fenced by its attempt; a runner restarted under its name takes its jobs back",
+        arguments: Backend.allCases)
+    func fencingByAttempt(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let mine = try await fixture.create("mine", at: At.at(1))
+            let theirs = try await fixture.create("theirs", at: At.at(2))
+            let first = try await fixture.claim("a", at: At.at(3))
+            let other = try await fixture.claim("b", at: At.at(3))
+            #expect(first.jobID == mine.job.id && other.jobID == theirs.job.id)
+            // "a" starts again: its own running job goes back at once, its lease not yet expired; "b"'s stays.
+            #expect(try await storage.jobs.reclaimRunning(heldBy: "a") == [mine.job.id])
+            #expect(try await storage.jobs.find(id: theirs.job.id, tenant: .default)?.state == .running)
+            let again = try await fixture.claim("a", at: At.at(4))
+            #expect(again.jobID == mine.job.id && again.attempt == 2)
+            // The first attempt's writes are refused, though its runner's name is the same.
+            #expect(try await storage.jobs.renewLease(first.lease, until: At.at(90)) == false)
+            #expect(try await storage.jobs.commit(first.lease, objects: [:], now: At.at(5)) == .lostLease)
+            #expect(try await storage.jobs.renewLease(again.lease, until: At.at(90)))
+            #expect(try await storage.jobs.find(id: mine.job.id, tenant: .default)?.state == .running)
         }
     }
 
@@ -183,7 +207,7 @@ struct ConformanceTests {
             var objects = Fixture.objects(claimed)
             objects[media[1]] = nil
             await #expect(throws: (any Error).self) {
-                try await storage.jobs.commit(jobID: claimed.jobID, runner: "a", objects: objects, now: At.at(3))
+                try await storage.jobs.commit(claimed.lease, objects: objects, now: At.at(3))
             }
             let post = try #require(try await storage.posts.find(id: created.post.id, tenant: .default))
             #expect(post.state == .publishing && post.publishedAt == nil && post.media.allSatisfy { $0.url == nil })
@@ -215,8 +239,8 @@ struct ConformanceTests {
             }
             #expect(requested.state == .running && requested.cancelRequested)
             #expect(try await storage.jobs.isCancelRequested(jobID: running.job.id))
-            #expect(try await storage.jobs.commit(jobID: claimed.jobID, runner: "a", objects: [:], now: At.at(7)) == .cancelRequested)
-            guard case .done(let ended) = try await storage.jobs.finishCancelled(jobID: claimed.jobID, runner: "a", now: At.at(8)) else {
+            #expect(try await storage.jobs.commit(claimed.lease, objects: [:], now: At.at(7)) == .cancelRequested)
+            guard case .done(let ended) = try await storage.jobs.finishCancelled(claimed.lease, now: At.at(8)) else {
                 Issue.record("the runner ends its cancelled job")
                 return
             }
@@ -225,7 +249,7 @@ struct ConformanceTests {
 
             let finished = try await fixture.create("finished", at: At.at(9))
             let third = try await fixture.claim(at: At.at(10))
-            #expect(try await storage.jobs.commit(jobID: third.jobID, runner: "a", objects: [:], now: At.at(11)) != .lostLease)
+            #expect(try await storage.jobs.commit(third.lease, objects: [:], now: At.at(11)) != .lostLease)
             guard case .finished = try await storage.jobs.requestCancel(id: finished.job.id, tenant: .default, now: At.at(12)) else {
                 Issue.record("a succeeded job cannot be cancelled")
                 return
@@ -264,13 +288,13 @@ struct ConformanceTests {
 
             let generation = storage.changes.generation
             await #expect(throws: (any Error).self) {
-                try await storage.jobs.commit(jobID: claimed.jobID, runner: "a", objects: [:], now: At.at(3))
+                try await storage.jobs.commit(claimed.lease, objects: [:], now: At.at(3))
             }
             #expect(storage.changes.generation == generation)
 
             // A long-poll waiting for the job wakes with its end.
             async let woken: Void = storage.changes.waitForChange(of: created.job.id, after: generation, timeout: .seconds(30))
-            _ = try await storage.jobs.commit(jobID: claimed.jobID, runner: "a", objects: Fixture.objects(claimed), now: At.at(4))
+            _ = try await storage.jobs.commit(claimed.lease, objects: Fixture.objects(claimed), now: At.at(4))
             await woken
             let third = try #require(await changes.next())
             #expect(third.state == .succeeded && third.version > second.version)
@@ -287,7 +311,7 @@ struct ConformanceTests {
             let claimed = try await fixture.claim()
             #expect(try await storage.posts.republish(id: created.post.id, tenant: .default, now: At.at(3)) != .notFound)
             let failure = Job.Failure(code: .uploadFailed, message: "503", mediaID: media[0])
-            _ = try await storage.jobs.fail(jobID: claimed.jobID, runner: "a", error: failure, now: At.at(4))
+            _ = try await storage.jobs.fail(claimed.lease, error: failure, now: At.at(4))
             #expect(try await storage.jobs.find(id: created.job.id, tenant: .default)?.error == failure)
 
             guard case .queued(let again) = try await storage.posts.republish(id: created.post.id, tenant: .default, now: At.at(5)) else {
@@ -297,7 +321,7 @@ struct ConformanceTests {
             #expect(again.job.id != created.job.id && again.post.jobID == again.job.id && again.job.state == .queued)
             #expect(again.job.uploads.map(\.state) == [.pending])
             let retry = try await fixture.claim(at: At.at(6))
-            _ = try await storage.jobs.commit(jobID: retry.jobID, runner: "a", objects: Fixture.objects(retry), now: At.at(7))
+            _ = try await storage.jobs.commit(retry.lease, objects: Fixture.objects(retry), now: At.at(7))
             guard case .conflict = try await storage.posts.republish(id: created.post.id, tenant: .default, now: At.at(8)) else {
                 Issue.record("a published post is not published again")
                 return
@@ -353,7 +377,7 @@ struct ConformanceTests {
 
             _ = try await fixture.create("fails")
             let claimed = try await fixture.claim()
-            _ = try await storage.jobs.fail(jobID: claimed.jobID, runner: "a", error: Job.Failure(code: .internal, message: "x"), now: At.at(3))
+            _ = try await storage.jobs.fail(claimed.lease, error: Job.Failure(code: .internal, message: "x"), now: At.at(3))
             let due = try await storage.webhooks.due(now: .now(), excluding: [], limit: 10)
             #expect(due.map(\.webhookID) == [failures.id] && due[0].attempts == 0 && due[0].secret == "whsec_c2VjcmV0")
             #expect(try await storage.webhooks.due(now: .now(), excluding: [due[0].id], limit: 10).isEmpty)
@@ -379,7 +403,7 @@ struct ConformanceTests {
             let media = try await fixture.stage(2)
             let created = try await fixture.create("left objects", media: media)
             let claimed = try await fixture.claim()
-            _ = try await storage.jobs.fail(jobID: claimed.jobID, runner: "a", error: Job.Failure(code: .internal, message: "x"), now: At.at(3))
+            _ = try await storage.jobs.fail(claimed.lease, error: Job.Failure(code: .internal, message: "x"), now: At.at(3))
             #expect(try await storage.objectDeletions.pendingMediaIDs() == media.sorted { $0.rawValue < $1.rawValue })
             let settled = At.at(3).adding(milliseconds: PendingObjectDeletion.settle)
             #expect(try await storage.objectDeletions.due(now: At.at(4), limit: 10).isEmpty)
@@ -401,9 +425,9 @@ struct ConformanceTests {
     func keys(_ backend: Backend) async throws {
         try await backend.withStorage { storage in
             let admin = APIKey(id: KeyID.generate(at: At.at(1)), name: "admin", tenant: .default, scope: .admin, createdAt: At.at(1))
-            #expect(try storage.keys.insertIfEmpty(admin, hash: String(repeating: "a", count: 64)))
+            #expect(try await storage.keys.insertIfEmpty(admin, hash: String(repeating: "a", count: 64)))
             let reader = APIKey(id: KeyID.generate(at: At.at(2)), name: "reader", tenant: .default, scope: .read, createdAt: At.at(2))
-            #expect(try storage.keys.insertIfEmpty(reader, hash: String(repeating: "b", count: 64)) == false)
+            #expect(try await storage.keys.insertIfEmpty(reader, hash: String(repeating: "b", count: 64)) == false)
             try await storage.keys.insert(reader, hash: String(repeating: "b", count: 64))
             #expect(try storage.keys.find(hash: String(repeating: "b", count: 64)) == reader)
             #expect(try storage.keys.find(hash: String(repeating: "c", count: 64)) == nil)

@@ -28,6 +28,11 @@ public struct PostgresServer: Sendable {
         PostgresClient.Configuration(host: "127.0.0.1", port: port, username: user, password: nil, database: database, tls: .disable)
     }
 
+    /// The `--database` URL of `database` on this server.
+    public func url(database: String) -> String {
+        "postgres://\(user)@127.0.0.1:\(port)/\(database)?sslmode=disable"
+    }
+
     /// A new, empty database: its name.
     public func makeDatabase() async throws -> String {
         let name = "herald_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""))"

@@ -27,11 +27,11 @@ public struct KeyService: Sendable {
     }
 
     /// The first key of an empty database: `initial-admin`, `admin` of tenant `default`; nil when any key exists.
-    public func createInitialAdmin() throws -> CreatedKey? {
+    public func createInitialAdmin() async throws -> CreatedKey? {
         let secret = KeySecret.generate()
         let now = Timestamp.now()
         let key = APIKey(id: KeyID.generate(at: now), name: "initial-admin", tenant: .default, scope: .admin, createdAt: now)
-        return try keys.insertIfEmpty(key, hash: Authenticator.hash(secret)) ? CreatedKey(key: key, secret: secret) : nil
+        return try await keys.insertIfEmpty(key, hash: Authenticator.hash(secret)) ? CreatedKey(key: key, secret: secret) : nil
     }
 
     /// One page of every tenant's keys, newest first.

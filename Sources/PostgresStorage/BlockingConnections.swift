@@ -1,0 +1,92 @@
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import Synchronization
+
+/// A few connections of their own for the reads that answer on their caller's thread (the status poll on an HTTP
+/// thread, a key's lookup by the gate): the thread waits for the answer, the event loop does the I/O.
+///
+/// Never for a task of the cooperative pool when an `async` path exists: waiting holds the thread. Each wait is
+/// bounded (``timeout``): a database that does not answer fails the call, and its connection is dropped and made
+/// again by the next call.
+final class BlockingConnections: Sendable {
+    /// The longest a call waits for its connection and its answer.
+    static let timeout = TimeAmount.seconds(5)
+
+    /// One connection, made when first needed, used by one caller at a time.
+    private final class Slot: Sendable {
+        let connection = Mutex<PostgresConnection?>(nil)
+    }
+
+    private let slots: [Slot]
+    private let next = Atomic(0)
+    private let url: DatabaseURL
+    private let logger: Logger
+
+    init(url: DatabaseURL, logger: Logger, count: Int = 4) {
+        self.url = url
+        self.logger = logger
+        slots = (0..<max(count, 1)).map { _ in Slot() }
+    }
+
+    /// Runs `query` on one of the connections, waiting on this thread for its rows.
+    func rows(_ query: PostgresQuery) throws -> [PostgresRow] {
+        let slot = slots[(next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % slots.count]
+        return try slot.connection.withLock { connection in
+            do {
+                let current = try connection ?? connect()
+                connection = current
+                return try wait(current.query(query, logger: logger), on: current.eventLoop).rows
+            } catch {
+                // A failed or late query leaves the connection in doubt: the next call makes another.
+                if let connection { Self.discard(connection) }
+                connection = nil
+                throw error
+            }
+        }
+    }
+
+    /// Closes every connection (at shutdown).
+    func close() {
+        for slot in slots {
+            slot.connection.withLock { connection in
+                if let connection { Self.discard(connection) }
+                connection = nil
+            }
+        }
+    }
+
+    private func connect() throws -> PostgresConnection {
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
+        var configuration = try url.connectionConfiguration()
+        configuration.options.connectTimeout = Self.timeout
+        let connecting = PostgresConnection.connect(on: eventLoop, configuration: configuration, id: 2, logger: logger)
+        do {
+            return try wait(connecting, on: eventLoop)
+        } catch {
+            // Late, not failed: a connection that comes after all is closed, not leaked.
+            connecting.whenSuccess(Self.discard)
+            throw error
+        }
+    }
+
+    /// Closes `connection`, keeping it alive until it has (it must not end unclosed).
+    private static func discard(_ connection: PostgresConnection) {
+        connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
+    }
+
+    /// The future's value, or ``BlockingTimeout`` once ``timeout`` has passed.
+    private func wait<T: Sendable>(_ future: EventLoopFuture<T>, on eventLoop: any EventLoop) throws -> T {
+        let promise = eventLoop.makePromise(of: T.self)
+        future.cascade(to: promise)
+        let timer = eventLoop.scheduleTask(in: Self.timeout) { promise.fail(BlockingTimeout()) }
+        defer { timer.cancel() }
+        return try promise.futureResult.wait()
+    }
+}
+
+/// PostgreSQL did not answer a blocking call within ``BlockingConnections/timeout``.
+struct BlockingTimeout: Error, CustomStringConvertible {
+    var description: String { "PostgreSQL did not answer within 5 s" }
+}

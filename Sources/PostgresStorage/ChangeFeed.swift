@@ -1,0 +1,123 @@
+import HeraldCore
+import HeraldStorage
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// Every replica's committed job changes, announced once each to this replica's ``JobChanges``: those it commits
+/// itself at once (``announce(_:)``), the others' as PostgreSQL's notifications bring them (``listen()``).
+///
+/// A trigger notifies `herald_changes` of each job whose `version` a transaction moved (`j <id> <version> <state>
+/// <cancel>`) and of queued webhook deliveries (`d`), delivered when the transaction commits. A job's version only
+/// grows, so a change already announced (this replica's own, heard back) is dropped by its version. Notifications sent
+/// while the listener was reconnecting are lost (River's issue 1358): after every (re)connection the active and
+/// recently finished jobs are read again and announced if they moved.
+final class ChangeFeed: Sendable {
+    /// The notification channel of migration 0001's triggers.
+    static let channel = "herald_changes"
+    /// The listener connection's `application_name`.
+    static let applicationName = "herald-listener"
+    /// How many jobs' versions are remembered; the oldest half is dropped beyond it.
+    private static let remembered = 20_000
+
+    private struct Known {
+        var versions: [JobID: Int] = [:]
+        /// The jobs in the order they were first seen, to drop the oldest.
+        var order: [JobID] = []
+    }
+
+    private let changes: JobChanges
+    private let url: DatabaseURL
+    private let logger: Logger
+    private let known = Mutex(Known())
+    /// How many times the listener has connected (for tests: a reconnection is seen).
+    private let connections = Atomic(0)
+
+    init(changes: JobChanges, url: DatabaseURL, logger: Logger) {
+        self.changes = changes
+        self.url = url
+        self.logger = logger
+    }
+
+    /// Announces the changes not announced before, in order.
+    func announce(_ list: [JobChange]) {
+        guard !list.isEmpty else { return }
+        let fresh = known.withLock { known in
+            list.filter { change in
+                if let version = known.versions[change.jobID] {
+                    guard change.version > version else { return false }
+                } else {
+                    known.order.append(change.jobID)
+                }
+                known.versions[change.jobID] = change.version
+                return true
+            }
+        }
+        known.withLock { known in
+            guard known.order.count > Self.remembered else { return }
+            let dropped = known.order.prefix(known.order.count / 2)
+            for id in dropped { known.versions[id] = nil }
+            known.order.removeFirst(dropped.count)
+        }
+        changes.publish(fresh)
+    }
+
+    /// The listener's connections so far.
+    var connectionCount: Int { connections.load(ordering: .relaxed) }
+
+    /// Listens until cancelled, connecting again (after a second) whenever the connection is lost.
+    func listen() async {
+        while !Task.isCancelled {
+            do {
+                var configuration = try url.connectionConfiguration()
+                // Named, so that an operator (or a test) can tell the listener among the replicas' connections.
+                configuration.options.additionalStartupParameters = [("application_name", Self.applicationName)]
+                let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+                do {
+                    try await connection.listen(on: Self.channel) { notifications in
+                        connections.add(1, ordering: .relaxed)
+                        try await catchUp(connection)
+                        for try await notification in notifications { receive(notification.payload) }
+                    }
+                } catch {
+                    if !Task.isCancelled { logger.warning("the change listener lost its connection", metadata: ["error": "\(error)"]) }
+                }
+                try? await connection.close()
+            } catch {
+                logger.warning("the change listener cannot connect", metadata: ["error": "\(PostgresStartError.reason(error))"])
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// Reads the jobs whose notifications may have been missed (every active job, those finished lately) and the
+    /// deliveries: whatever moved is announced.
+    private func catchUp(_ connection: PostgresConnection) async throws {
+        let rows = try await connection.query(
+            """
+            SELECT \(unescaped: Transaction.changed) FROM jobs
+            WHERE state IN ('queued', 'scheduled', 'running') OR finished_at > now() - interval '10 minutes'
+            ORDER BY version
+            """, logger: logger
+        ).collect()
+        announce(try rows.map { try Transaction.change(Columns($0)) })
+        changes.publishDeliveries()
+    }
+
+    /// One notification's payload.
+    private func receive(_ payload: String) {
+        let parts = payload.split(separator: " ")
+        switch parts.first {
+        case "j":
+            guard parts.count == 5, let version = Int(parts[2]), let state = JobState(rawValue: String(parts[3])) else {
+                logger.warning("unreadable change notification", metadata: ["payload": "\(payload)"])
+                return
+            }
+            announce([JobChange(jobID: JobID(String(parts[1])), version: version, state: state, cancelRequested: parts[4] == "1")])
+        case "d":
+            changes.publishDeliveries()
+        default:
+            logger.warning("unknown change notification", metadata: ["payload": "\(payload)"])
+        }
+    }
+}

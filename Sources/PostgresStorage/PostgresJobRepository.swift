@@ -1,0 +1,219 @@
+import HeraldCore
+import HeraldStorage
+import PostgresNIO
+
+/// Publish jobs on PostgreSQL: read and cancelled by clients, claimed, leased and finished by any replica's runner.
+///
+/// Every method that writes is one transaction; a runner's writes lock the job's row (`FOR UPDATE`) and check its
+/// lease, `(id, locked_by, attempt)`, before anything else: a replica that lost the job changes nothing of it.
+struct PostgresJobRepository: JobRepository {
+    private static let cancelledFailure = Job.Failure(code: .cancelled, message: "The job was cancelled.")
+
+    let storage: PostgresStorage
+
+    // MARK: Reading
+
+    func find(id: JobID, tenant: Tenant) async throws -> Job? {
+        guard var job = try await storage.read({ try await PostgresRows.job($0, id: id, tenant: tenant)?.job }) else { return nil }
+        storage.uploadProgress.apply(to: &job)
+        return job
+    }
+
+    func snapshot(id: JobID, tenant: Tenant) async throws -> JobSnapshot? {
+        let read = try await storage.read { try await PostgresRows.job($0, id: id, tenant: tenant) }
+        return read.map { storage.uploadProgress.snapshot($0.job, version: $0.version) }
+    }
+
+    func activeSnapshots(tenant: Tenant) async throws -> [JobSnapshot] {
+        let read = try await storage.read { transaction in
+            let rows = try await transaction.rows(
+                """
+                SELECT \(unescaped: PostgresRows.jobColumns) FROM jobs
+                WHERE tenant = \(tenant.rawValue) AND state = ANY(\(JobState.active.map(\.rawValue)))
+                ORDER BY created_at, id
+                """)
+            return zip(try await PostgresRows.jobs(transaction, rows), try rows.map { try $0("version", as: Int.self) }).map { ($0, $1) }
+        }
+        return read.map { storage.uploadProgress.snapshot($0, version: $1) }
+    }
+
+    func list(tenant: Tenant, state: JobState?, limit: Int, after cursor: Cursor?) async throws -> Page<Job> {
+        var page = try await storage.read { transaction in
+            let rows = try await PostgresRows.listRows(
+                transaction, table: "jobs", columns: PostgresRows.jobColumns, tenant: tenant, state: state?.rawValue, limit: limit, after: cursor)
+            return Page(fetched: try await PostgresRows.jobs(transaction, rows), limit: limit, cursor: \.cursor)
+        }
+        for index in page.data.indices { storage.uploadProgress.apply(to: &page.data[index]) }
+        return page
+    }
+
+    func counts() async throws -> (running: Int, queued: Int, scheduled: Int) {
+        var counts: [JobState: Int] = [:]
+        for row in try await storage.run(
+            "SELECT state, count(*) AS count FROM jobs WHERE state = ANY(\(JobState.active.map(\.rawValue))) GROUP BY state")
+        {
+            let (state, count) = try row.decode((String, Int).self)
+            JobState(rawValue: state).map { counts[$0] = count }
+        }
+        return (counts[.running] ?? 0, counts[.queued] ?? 0, counts[.scheduled] ?? 0)
+    }
+
+    // MARK: Cancelling
+
+    func requestCancel(id: JobID, tenant: Tenant, now: Timestamp) async throws -> CancelRequest {
+        try await storage.write { transaction in
+            guard
+                let row = try await transaction.row(
+                    "SELECT state, post_id FROM jobs WHERE id = \(id) AND tenant = \(tenant.rawValue) FOR UPDATE")
+            else { return .notFound }
+            guard let state = JobState(rawValue: try row("state")) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
+            switch state {
+            case .queued, .scheduled:
+                try await PostgresTransitions.end(transaction, .cancel, jobID: id, postID: try row("post_id"), error: Self.cancelledFailure, now: now)
+                return .cancelledNow(try await PostgresRows.existingJob(transaction, id))
+            case .running:
+                try await PostgresTransitions.requestCancel(transaction, jobID: id)
+                return .requested(try await PostgresRows.existingJob(transaction, id))
+            case .cancelled:
+                return .alreadyCancelled(try await PostgresRows.existingJob(transaction, id))
+            case .succeeded, .failed:
+                return .finished(try await PostgresRows.existingJob(transaction, id))
+            }
+        }
+    }
+
+    // MARK: For the runner
+
+    func promoteDue(now: Timestamp) async throws -> Int {
+        try await storage.write { try await PostgresTransitions.promoteDue($0, now: now) }
+    }
+
+    func nextScheduledRunAt() async throws -> Timestamp? {
+        try await storage.run("SELECT min(run_at) FROM jobs WHERE state = \(JobState.scheduled.rawValue)").first?.decode(Timestamp?.self)
+    }
+
+    func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob] {
+        guard limit > 0 else { return [] }
+        return try await storage.write { transaction in
+            let claimed = try await PostgresTransitions.claim(transaction, upTo: limit, runner: runner, leaseUntil: leaseUntil, now: now)
+            guard !claimed.isEmpty else { return [] }
+            var media: [JobID: [ClaimedMedia]] = [:]
+            for row in try await transaction.rows(
+                """
+                SELECT uploads.job_id, media.id, media.staging_path, media.size, media.sha256, media.content_type, uploads.attempts
+                FROM uploads JOIN media ON media.id = uploads.media_id
+                WHERE uploads.job_id = ANY(\(claimed.map(\.jobID.rawValue)))
+                ORDER BY media.position, media.id
+                """)
+            {
+                let id: MediaID = try row("id")
+                guard let type = MediaType(rawValue: try row("content_type")) else { throw UnreadableRow(table: "media", id: id.rawValue) }
+                media[try row("job_id"), default: []].append(
+                    ClaimedMedia(
+                        mediaID: id, stagingPath: try row("staging_path"), size: try row("size"), sha256: try row("sha256"), contentType: type,
+                        attempts: try row("attempts")))
+            }
+            return claimed.map { ClaimedJob(jobID: $0.jobID, postID: $0.postID, runner: runner, attempt: $0.attempt, media: media[$0.jobID] ?? []) }
+        }
+    }
+
+    func renewLease(_ lease: JobLease, until: Timestamp) async throws -> Bool {
+        try await !storage.run(
+            """
+            UPDATE jobs SET locked_until = \(until)
+            WHERE id = \(lease.jobID) AND state = \(JobState.running.rawValue) AND locked_by = \(lease.runner) AND attempt = \(lease.attempt)
+            RETURNING id
+            """
+        ).isEmpty
+    }
+
+    func reclaimExpired(now: Timestamp) async throws -> [JobID] {
+        try await storage.write { transaction in
+            let expired: [JobID] = try await transaction.rows(
+                """
+                SELECT id FROM jobs WHERE state = \(JobState.running.rawValue) AND locked_until <= \(now)
+                ORDER BY id FOR UPDATE SKIP LOCKED
+                """
+            ).map { try $0("id") }
+            return try await PostgresTransitions.putBack(transaction, jobIDs: expired, clearCancel: false)
+        }
+    }
+
+    func reclaimRunning(heldBy runner: String?) async throws -> [JobID] {
+        try await storage.write { transaction in
+            let held: [JobID] = try await transaction.rows(
+                """
+                SELECT id FROM jobs WHERE state = \(JobState.running.rawValue) AND (\(runner)::text IS NULL OR locked_by = \(runner))
+                ORDER BY id FOR UPDATE
+                """
+            ).map { try $0("id") }
+            return try await PostgresTransitions.putBack(transaction, jobIDs: held, clearCancel: false)
+        }
+    }
+
+    func updateUpload(jobID: JobID, mediaID: MediaID, state: UploadState, attempts: Int, error: String?) {
+        storage.uploadProgress.update(jobID: jobID, mediaID: mediaID, state: state, attempts: attempts, error: error)
+    }
+
+    func reportBytes(jobID: JobID, mediaID: MediaID, bytes: Int) {
+        storage.uploadProgress.report(jobID: jobID, mediaID: mediaID, bytes: bytes)
+    }
+
+    func isCancelRequested(jobID: JobID) async throws -> Bool {
+        try await storage.run("SELECT cancel_requested FROM jobs WHERE id = \(jobID)").first?.decode(Bool.self) ?? false
+    }
+
+    func commit(_ lease: JobLease, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion {
+        let uploads = storage.uploadProgress.uploads(of: lease.jobID)
+        return try await storage.write { transaction in
+            guard let held = try await Self.held(transaction, lease) else { return .lostLease }
+            guard !held.cancelRequested else { return .cancelRequested }
+            try await PostgresTransitions.recordUploads(transaction, jobID: lease.jobID, uploads)
+            try await PostgresTransitions.commit(transaction, jobID: lease.jobID, postID: held.postID, objects: objects, now: now)
+            return .done(try await PostgresRows.existingJob(transaction, lease.jobID))
+        }
+    }
+
+    func fail(_ lease: JobLease, error: Job.Failure, now: Timestamp) async throws -> JobCompletion {
+        try await end(lease, .fail, error: error, now: now)
+    }
+
+    func finishCancelled(_ lease: JobLease, now: Timestamp) async throws -> JobCompletion {
+        try await end(lease, .cancel, error: Self.cancelledFailure, now: now)
+    }
+
+    func requeue(_ lease: JobLease) async throws {
+        let uploads = storage.uploadProgress.uploads(of: lease.jobID)
+        try await storage.write { transaction in
+            guard try await Self.held(transaction, lease) != nil else { return }
+            try await PostgresTransitions.recordUploads(transaction, jobID: lease.jobID, uploads)  // their attempts count on
+            try await PostgresTransitions.putBack(transaction, jobIDs: [lease.jobID], clearCancel: true)
+        }
+    }
+
+    // MARK: Implementation
+
+    private func end(_ lease: JobLease, _ step: Transition, error: Job.Failure, now: Timestamp) async throws -> JobCompletion {
+        let uploads = storage.uploadProgress.uploads(of: lease.jobID)
+        return try await storage.write { transaction in
+            guard let held = try await Self.held(transaction, lease) else { return .lostLease }
+            try await PostgresTransitions.recordUploads(transaction, jobID: lease.jobID, uploads)
+            try await PostgresTransitions.end(transaction, step, jobID: lease.jobID, postID: held.postID, error: error, now: now)
+            return .done(try await PostgresRows.existingJob(transaction, lease.jobID))
+        }
+    }
+
+    /// The running job's post and cancel flag if `lease` holds it, its row locked until the commit (the fencing check:
+    /// a reclaim or another replica's claim waits, and finds it moved on).
+    private static func held(_ transaction: Transaction, _ lease: JobLease) async throws -> (postID: PostID, cancelRequested: Bool)? {
+        guard
+            let row = try await transaction.row(
+                """
+                SELECT post_id, cancel_requested FROM jobs
+                WHERE id = \(lease.jobID) AND state = \(JobState.running.rawValue) AND locked_by = \(lease.runner) AND attempt = \(lease.attempt)
+                FOR UPDATE
+                """)
+        else { return nil }
+        return (try row("post_id"), try row("cancel_requested"))
+    }
+}

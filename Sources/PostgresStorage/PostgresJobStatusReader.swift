@@ -1,0 +1,40 @@
+import HeraldCore
+import HeraldStorage
+import PostgresNIO
+
+/// Reads one job for a status poll on the caller's (HTTP) thread, with one statement (one snapshot: the job and its
+/// uploads always agree), on a connection of ``BlockingConnections``.
+struct PostgresJobStatusReader: JobStatusReader {
+    let storage: PostgresStorage
+
+    /// The job's columns, then its uploads' (one row per medium, in position order; NULL on the row of a job without).
+    static let query = """
+        SELECT \(JobColumn.all.map { "jobs.\($0)" }.joined(separator: ", ")),
+               uploads.media_id AS upload_media_id, uploads.state AS upload_state, uploads.attempts AS upload_attempts,
+               uploads.error AS upload_error, media.size AS upload_size, uploads.bytes_sent AS upload_bytes_sent
+        FROM jobs
+        LEFT JOIN media ON media.post_id = jobs.post_id
+        LEFT JOIN uploads ON uploads.job_id = jobs.id AND uploads.media_id = media.id
+        WHERE jobs.id = $1 AND jobs.tenant = $2
+        ORDER BY media.position
+        """
+
+    func job(id: JobID, tenant: Tenant) throws -> Job? {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(id)
+        bindings.append(tenant.rawValue)
+        let rows = try storage.blocking.rows(PostgresQuery(unsafeSQL: Self.query, binds: bindings)).map(Columns.init)
+        guard let first = rows.first else { return nil }
+        guard var job = Job(columns: JobRow(columns: first), uploads: []) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
+        for row in rows {
+            guard let mediaID: MediaID = try row("upload_media_id") else { continue }
+            guard let state = UploadState(rawValue: try row("upload_state")) else { throw UnreadableRow(table: "uploads", id: "\(id)/\(mediaID)") }
+            job.uploads.append(
+                Job.Upload(
+                    mediaID: mediaID, state: state, attempts: try row("upload_attempts"), error: try row("upload_error"),
+                    size: try row("upload_size"), bytesSent: try row("upload_bytes_sent")))
+        }
+        storage.uploadProgress.apply(to: &job)
+        return job
+    }
+}

@@ -1,0 +1,255 @@
+import HeraldCore
+public import HeraldStorage
+public import Logging
+import NIOCore
+import PostgresNIO
+public import ServiceLifecycle
+import Synchronization
+
+/// Herald's PostgreSQL database, for any number of replicas: a `PostgresClient` pool, migrated when opened, and the
+/// change feed every replica hears (LISTEN/NOTIFY).
+///
+/// A `Service`: ``run()`` runs the pool and the listener, so it goes first in the `ServiceGroup` (shut down last).
+public final class PostgresStorage: Storage, Service {
+    /// The connection pool the repositories run their queries on (through ``client``).
+    private let pool: PostgresClient
+    /// Open once ``run()`` has started the pool: a query before it would wait for it anyway, with a warning.
+    private let started = StartGate()
+    let logger: Logger
+    /// The job changes this replica commits and those it hears of from the others.
+    public let changes: JobChanges
+    /// Running uploads' states and bytes, kept in memory and laid over every job read.
+    public let uploadProgress: UploadProgress
+    /// Announces each change once, whether this replica committed it or heard of it.
+    let feed: ChangeFeed
+    /// Connections for the calls that answer on their caller's thread (the status poll, a key's lookup).
+    let blocking: BlockingConnections
+
+    /// Where the database is.
+    public let url: DatabaseURL
+
+    private init(url: DatabaseURL, logger: Logger) {
+        self.url = url
+        self.pool = PostgresClient(configuration: url.clientConfiguration, backgroundLogger: logger)
+        self.logger = logger
+        let changes = JobChanges()
+        self.changes = changes
+        self.uploadProgress = UploadProgress(changes: changes)
+        self.feed = ChangeFeed(changes: changes, url: url, logger: logger)
+        self.blocking = BlockingConnections(url: url, logger: logger)
+    }
+
+    /// Connects to the database (waiting up to `timeout` for it to answer), applies the migrations it lacks, and
+    /// returns the storage, whose ``run()`` must then run for its queries to be served.
+    ///
+    /// Throws ``PostgresStartError`` when the database cannot be reached in time, or its schema is newer than this
+    /// version knows.
+    public static func open(url: DatabaseURL, logger: Logger, timeout: Duration = .seconds(30)) async throws -> PostgresStorage {
+        let connection = try await connect(url, logger: logger, within: timeout)
+        do {
+            _ = try await unwrapped { try await PostgresMigrations.apply(on: connection, logger: logger) }
+            try await connection.close()
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        return PostgresStorage(url: url, logger: logger)
+    }
+
+    /// Runs the connection pool and the change feed's listener until cancelled or shut down gracefully.
+    public func run() async throws {
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                self.started.open()
+                await self.pool.run()
+            }
+            group.addTask { await cancelWhenGracefulShutdown { await self.feed.listen() } }
+        }
+        blocking.close()
+    }
+
+    /// The pool, once it runs.
+    private var client: PostgresClient {
+        get async {
+            await started.wait()
+            return pool
+        }
+    }
+
+    /// How many times the change listener has connected (a reconnection shows as a second).
+    public var listenerConnections: Int { feed.connectionCount }
+
+    /// Whether the database answers a query, for readiness checks; never throws.
+    public func isReachable() async -> Bool {
+        do {
+            return try await client.query("SELECT 1", logger: logger).decode(Int.self).first { _ in true } == 1
+        } catch {
+            return false
+        }
+    }
+
+    /// PostgreSQL checks its constraints on every write; what is left to find is a deferred reference left dangling
+    /// (none should be) and the schema's version. Empty when all is well.
+    public func integrityProblems() async throws -> [String] {
+        var problems: [String] = []
+        let dangling = try await client.query(
+            "SELECT id FROM posts WHERE job_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = posts.job_id) ORDER BY id",
+            logger: logger)
+        for try await id in dangling.decode(String.self) { problems.append("posts row \(id) names a missing jobs row") }
+        let recorded = try await client.query("SELECT name FROM herald_migrations ORDER BY name", logger: logger).decode(String.self)
+            .reduce(into: [String]()) { $0.append($1) }
+        let known = PostgresMigrations.all.map(\.name)
+        if recorded != known { problems.append("schema: the database has \(recorded), this version knows \(known)") }
+        return problems
+    }
+
+    // MARK: The repositories
+
+    public var jobs: any JobRepository { PostgresJobRepository(storage: self) }
+    public var posts: any PostRepository { PostgresPostRepository(storage: self) }
+    public var media: any MediaRepository { PostgresMediaRepository(storage: self) }
+    public var keys: any KeyRepository { PostgresKeyRepository(storage: self) }
+    public var webhooks: any WebhookRepository { PostgresWebhookRepository(storage: self) }
+    public var objectDeletions: any ObjectDeletionRepository { PostgresObjectDeletionRepository(storage: self) }
+
+    public func statusReader(connections: Int) throws -> any JobStatusReader {
+        PostgresJobStatusReader(storage: self)
+    }
+
+    // MARK: Transactions
+
+    /// One write transaction; what it changed is announced once it has committed, before this returns.
+    func write<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
+        let recorder = Transaction.Recorder()
+        let value = try await unwrapped {
+            try await client.withTransaction(logger: logger) { connection in
+                try await body(Transaction(connection: connection, logger: logger, recorder: recorder))
+            }
+        }
+        feed.announce(recorder.jobs)
+        if recorder.deliveries { changes.publishDeliveries() }
+        return value
+    }
+
+    /// One transaction on a connection of its own, not the pool's: for what runs at start, before ``run()`` does.
+    func writeAtStart<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
+        let connection = try await Self.connect(url, logger: logger, within: .seconds(5))
+        do {
+            let value = try await unwrapped {
+                try await connection.withTransaction(logger: logger) { connection in
+                    try await body(Transaction(connection: connection, logger: logger, recorder: Transaction.Recorder()))
+                }
+            }
+            try await connection.close()
+            return value
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    /// Statements that read one snapshot together (a job and its uploads, a page and its children).
+    func read<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            let transaction = Transaction(connection: connection, logger: logger, recorder: Transaction.Recorder())
+            try await transaction.run("START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            do {
+                let value = try await body(transaction)
+                try await transaction.run("COMMIT")
+                return value
+            } catch {
+                _ = try? await transaction.run("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// One statement on its own (its own snapshot, committed at once); its rows.
+    @discardableResult
+    func run(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await client.query(query, logger: logger).collect()
+    }
+
+    /// Connects one connection, trying again until `timeout` has passed (the database may still be starting).
+    static func connect(_ url: DatabaseURL, logger: Logger, within timeout: Duration) async throws -> PostgresConnection {
+        let configuration = try url.connectionConfiguration()
+        let deadline = ContinuousClock.now + timeout
+        var lastError: any Error = PostgresStartError.unreachable(reason: "no attempt was made")
+        repeat {
+            do {
+                return try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            } catch {
+                lastError = error
+                logger.debug("PostgreSQL is not answering yet", metadata: ["error": "\(String(reflecting: error))"])
+                try await Task.sleep(for: .milliseconds(250))
+            }
+        } while ContinuousClock.now < deadline
+        throw PostgresStartError.unreachable(reason: PostgresStartError.reason(lastError))
+    }
+}
+
+/// Why PostgreSQL cannot be used at start.
+public enum PostgresStartError: Error, CustomStringConvertible, Equatable {
+    /// No connection could be made in time.
+    case unreachable(reason: String)
+    /// The database was migrated by a newer Herald.
+    case newerSchema(database: String, known: String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let reason): "PostgreSQL cannot be reached: \(reason)"
+        case .newerSchema(let database, let known):
+            "the database's schema is \(database), newer than this version knows (\(known)): run a newer Herald"
+        }
+    }
+
+    /// A driver's error in a line, without what it carries of the configuration (the password among it).
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            return "\(error.code)" + (error.underlying.map { ": \($0)" } ?? "")
+        }
+        return "\(error)"
+    }
+}
+
+/// The error a transaction's body threw, not the driver's wrapper of it (a refused commit stays wrapped).
+func unwrapped<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let error as PostgresTransactionError {
+        throw error.closureError ?? error
+    }
+}
+
+/// A gate that opens once and stays open; callers wait until it has.
+final class StartGate: Sendable {
+    private struct State {
+        var isOpen = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    /// Opens the gate: every waiter goes on, and later callers do not wait.
+    func open() {
+        let waiters = state.withLock { state in
+            state.isOpen = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once the gate is open.
+    func wait() async {
+        guard !state.withLock({ $0.isOpen }) else { return }
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let isOpen = state.withLock { state in
+                if !state.isOpen { state.waiters.append(waiter) }
+                return state.isOpen
+            }
+            if isOpen { waiter.resume() }
+        }
+    }
+}

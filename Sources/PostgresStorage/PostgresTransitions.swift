@@ -1,0 +1,253 @@
+import HeraldCore
+import HeraldStorage
+import PostgresNIO
+
+/// The SQL of every step of the publish state machine (``Transition``) on PostgreSQL, in one place: the twin of the
+/// SQLite backend's `Transitions`, set-based so that a claim, a promotion or a reclaim of many jobs is one statement
+/// per table.
+///
+/// Each function moves jobs together with their posts, the posts' media and the jobs' uploads, binding the states the
+/// domain names; every job it moves gets a new `version`, recorded for the announcement at commit (and notified to
+/// the other replicas by the `jobs` trigger). Callers check leases and outcomes first, under `FOR UPDATE`.
+enum PostgresTransitions {
+    // MARK: New jobs
+
+    /// A new post (queued, or scheduled while `scheduledAt > now`) with its first job; its media attached in order.
+    /// The media must exist and be unattached (checked first): one that cannot be attached throws, rolling back.
+    static func create(
+        _ transaction: Transaction, postID: PostID, jobID: JobID, tenant: Tenant, request: PostRequest, now: Timestamp
+    ) async throws {
+        let (step, runAt) = request.initialSchedule(now: now)
+        try await transaction.run(
+            """
+            INSERT INTO posts (id, tenant, text, state, priority, scheduled_at, created_at, job_id)
+            VALUES (\(postID), \(tenant.rawValue), \(request.text), \(step.post.rawValue), \(request.priority.rawValue),
+                    \(request.scheduledAt), \(now), \(jobID))
+            """)
+        let ids = request.mediaIDs.map(\.rawValue)
+        let attached = try await transaction.run(
+            """
+            UPDATE media SET post_id = \(postID), position = listed.position - 1
+            FROM unnest(\(ids)::text[]) WITH ORDINALITY AS listed (id, position)
+            WHERE media.id = listed.id AND media.post_id IS NULL AND media.tenant = \(tenant.rawValue)
+            RETURNING media.id
+            """)
+        guard attached.count == ids.count else {
+            throw UnreadableRow(table: "media", id: ids.joined(separator: ","), reason: "could not all be attached")
+        }
+        try await insertJob(transaction, step, jobID: jobID, postID: postID, priority: request.priority, runAt: runAt, now: now)
+    }
+
+    /// A failed or cancelled post gets a new job that runs now, with fresh uploads; the post points at it.
+    static func republish(_ transaction: Transaction, postID: PostID, priority: Priority, jobID: JobID, now: Timestamp) async throws {
+        try await insertJob(transaction, .enqueue, jobID: jobID, postID: postID, priority: priority, runAt: now, now: now)
+        try await transaction.run(
+            "UPDATE posts SET state = \(Transition.enqueue.post.rawValue), published_at = NULL, job_id = \(jobID) WHERE id = \(postID)")
+        // Its objects are wanted again (the new job waits for a DELETE already under way: see ObjectCleaner).
+        try await transaction.run(
+            "DELETE FROM object_deletions WHERE media_id IN (SELECT id FROM media WHERE post_id = \(postID))")
+    }
+
+    // MARK: The runner's steps
+
+    /// Scheduled jobs whose `run_at <= now` become queued, with their posts. Returns how many.
+    static func promoteDue(_ transaction: Transaction, now: Timestamp) async throws -> Int {
+        let moved = try await transaction.changeJobs(
+            """
+            UPDATE jobs SET state = \(Transition.promote.job.rawValue), version = version + 1
+            WHERE id IN (SELECT id FROM jobs WHERE state = \(JobState.scheduled.rawValue) AND run_at <= \(now) FOR UPDATE SKIP LOCKED)
+            RETURNING \(unescaped: Transaction.changed), post_id
+            """)
+        try await follow(transaction, .promote, moved)
+        return moved.count
+    }
+
+    /// Up to `limit` due queued jobs, in claim order, run leased to `runner` until `leaseUntil`; their attempts count
+    /// up; `started_at` is set once. Jobs another transaction holds are skipped, not waited for: replicas claiming at
+    /// once take different jobs. Returns them in claim order with their new attempt.
+    static func claim(
+        _ transaction: Transaction, upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp
+    ) async throws -> [(jobID: JobID, postID: PostID, attempt: Int)] {
+        // MATERIALIZED: the LIMIT and the locks apply to the chosen rows once, before the update (a plan that
+        // re-ran the subquery per row could update more rows than the LIMIT).
+        let moved = try await transaction.changeJobs(
+            """
+            WITH due AS MATERIALIZED (
+                SELECT id FROM jobs WHERE state = \(JobState.queued.rawValue) AND run_at <= \(now)
+                ORDER BY priority, run_at, created_at, id
+                LIMIT \(limit)
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE jobs SET state = \(Transition.claim.job.rawValue), version = version + 1, attempt = attempt + 1,
+                locked_by = \(runner), locked_until = \(leaseUntil), started_at = coalesce(started_at, \(now))
+            FROM due WHERE jobs.id = due.id
+            RETURNING \(unescaped: Transaction.changed), jobs.post_id, jobs.attempt, jobs.priority, jobs.run_at, jobs.created_at
+            """)
+        try await follow(transaction, .claim, moved)
+        let claimed = try moved.map { row in
+            (
+                jobID: try row("id", as: JobID.self), postID: try row("post_id", as: PostID.self), attempt: try row("attempt", as: Int.self),
+                order: (try row("priority", as: Int.self), try row("run_at", as: Timestamp.self), try row("created_at", as: Timestamp.self))
+            )
+        }
+        return
+            claimed
+            .sorted { ($0.order.0, $0.order.1, $0.order.2, $0.jobID) < ($1.order.0, $1.order.1, $1.order.2, $1.jobID) }
+            .map { (jobID: $0.jobID, postID: $0.postID, attempt: $0.attempt) }
+    }
+
+    /// The post is published: each medium gets its stored object's URL and key; the job succeeded.
+    ///
+    /// Throws, writing nothing, when `objects` lacks one of the job's media: a post is never half-published.
+    static func commit(
+        _ transaction: Transaction, jobID: JobID, postID: PostID, objects: [MediaID: StoredObject], now: Timestamp
+    ) async throws {
+        let mediaIDs: [MediaID] = try await transaction.rows("SELECT media_id FROM uploads WHERE job_id = \(jobID)").map { try $0("media_id") }
+        var ids: [String] = []
+        var keys: [String] = []
+        var urls: [String] = []
+        for mediaID in mediaIDs {
+            guard let stored = objects[mediaID] else {
+                throw UnreadableRow(table: "media", id: mediaID.rawValue, reason: "has no stored object: the post cannot be committed")
+            }
+            ids.append(mediaID.rawValue)
+            keys.append(stored.key)
+            urls.append(stored.url)
+        }
+        try await transaction.run(
+            """
+            UPDATE media SET url = stored.url, object_key = stored.key
+            FROM unnest(\(ids)::text[], \(keys)::text[], \(urls)::text[]) AS stored (id, key, url)
+            WHERE media.id = stored.id
+            """)
+        let moved = try await transaction.changeJobs(
+            """
+            UPDATE jobs SET state = \(Transition.commit.job.rawValue), version = version + 1, finished_at = \(now),
+                locked_by = NULL, locked_until = NULL, error_code = NULL, error_message = NULL, error_media_id = NULL
+            WHERE id = \(jobID) AND state = ANY(\(Transition.commit.jobFrom.map(\.rawValue)))
+            RETURNING \(unescaped: Transaction.changed), post_id
+            """)
+        try await follow(transaction, .commit, moved, publishedAt: now)
+    }
+
+    /// The job failed with `error` (or was cancelled, with `error` saying so): finished, unlocked; what it may have
+    /// stored is deleted again later, durably (the clean-up's outbox).
+    static func end(
+        _ transaction: Transaction, _ step: Transition, jobID: JobID, postID: PostID, error: Job.Failure, now: Timestamp
+    ) async throws {
+        precondition(step == .fail || step == .cancel, "a job ends with an error only by failing or being cancelled")
+        let moved = try await transaction.changeJobs(
+            """
+            UPDATE jobs SET state = \(step.job.rawValue), version = version + 1, cancel_requested = cancel_requested OR \(step == .cancel),
+                finished_at = \(now), locked_by = NULL, locked_until = NULL,
+                error_code = \(error.code.rawValue), error_message = \(error.message), error_media_id = \(error.mediaID)
+            WHERE id = \(jobID) AND state = ANY(\(step.jobFrom.map(\.rawValue)))
+            RETURNING \(unescaped: Transaction.changed), post_id
+            """)
+        try await follow(transaction, step, moved)
+        try await transaction.run(
+            """
+            INSERT INTO object_deletions (media_id, content_type, due_at, attempts, last_error)
+            SELECT id, content_type, \(now.adding(milliseconds: PendingObjectDeletion.settle)), 0, NULL FROM media WHERE post_id = \(postID)
+            ON CONFLICT (media_id) DO UPDATE SET due_at = excluded.due_at, attempts = 0, last_error = NULL
+            """)
+    }
+
+    /// Running jobs back in the queue, to run again from the start; `clearCancel` forgets a cancel request. Returns
+    /// their ids.
+    @discardableResult
+    static func putBack(_ transaction: Transaction, jobIDs: [JobID], clearCancel: Bool) async throws -> [JobID] {
+        let moved = try await transaction.changeJobs(
+            """
+            UPDATE jobs SET state = \(Transition.putBack.job.rawValue), version = version + 1, locked_by = NULL, locked_until = NULL,
+                cancel_requested = cancel_requested AND NOT \(clearCancel)
+            WHERE id = ANY(\(jobIDs.map(\.rawValue))) AND state = ANY(\(Transition.putBack.jobFrom.map(\.rawValue)))
+            RETURNING \(unescaped: Transaction.changed), post_id
+            """)
+        try await follow(transaction, .putBack, moved)
+        return try moved.map { try $0("id") }.sorted()
+    }
+
+    // MARK: Changes within a state
+
+    /// A running job is asked to stop (its runner hears the change, wherever it runs, and cancels it).
+    static func requestCancel(_ transaction: Transaction, jobID: JobID) async throws {
+        try await transaction.changeJobs(
+            "UPDATE jobs SET cancel_requested = true, version = version + 1 WHERE id = \(jobID) RETURNING \(unescaped: Transaction.changed)")
+    }
+
+    /// The uploads as the runner last set them (kept in memory until now: ``UploadProgress``), written in its job's
+    /// final transaction before the step that ends it. An uploaded medium counts all its bytes.
+    static func recordUploads(_ transaction: Transaction, jobID: JobID, _ uploads: [MediaID: UploadProgress.Upload]) async throws {
+        guard !uploads.isEmpty else { return }
+        let entries = uploads.sorted { $0.key < $1.key }
+        let ids = entries.map(\.key.rawValue)
+        let states = entries.map(\.value.state.rawValue)
+        let attempts = entries.map(\.value.attempts)
+        let errors = entries.map { $0.value.error ?? "" }
+        let hasError = entries.map { $0.value.error != nil }
+        let bytes = entries.map(\.value.bytes)
+        try await transaction.run(
+            """
+            UPDATE uploads SET state = given.state, attempts = given.attempts,
+                error = CASE WHEN given.has_error THEN given.error END,
+                bytes_sent = CASE WHEN given.state = \(UploadState.uploaded.rawValue) THEN media.size ELSE given.bytes END
+            FROM unnest(\(ids)::text[], \(states)::text[], \(attempts)::bigint[], \(errors)::text[], \(hasError)::boolean[], \(bytes)::bigint[])
+                AS given (media_id, state, attempts, error, has_error, bytes),
+                media
+            WHERE uploads.job_id = \(jobID) AND uploads.media_id = given.media_id AND media.id = given.media_id
+            """)
+    }
+
+    // MARK: Implementation
+
+    /// Inserts a job in `step`'s state, of its post's tenant, with one upload per attached medium of the post.
+    private static func insertJob(
+        _ transaction: Transaction, _ step: Transition, jobID: JobID, postID: PostID, priority: Priority, runAt: Timestamp, now: Timestamp
+    ) async throws {
+        try await transaction.changeJobs(
+            """
+            INSERT INTO jobs (id, tenant, post_id, state, priority, run_at, created_at)
+            SELECT \(jobID), tenant, id, \(step.job.rawValue), \(priority.rank), \(runAt), \(now) FROM posts WHERE id = \(postID)
+            RETURNING \(unescaped: Transaction.changed)
+            """)
+        if let uploads = step.uploads {
+            try await transaction.run(
+                "INSERT INTO uploads (job_id, media_id, state) SELECT \(jobID), id, \(uploads.to.rawValue) FROM media WHERE post_id = \(postID)")
+        }
+    }
+
+    /// Moves the posts, media and uploads of the jobs `moved` (rows of `id` and `post_id`) as `step` says, once the
+    /// jobs themselves moved; a job that ends tells its webhooks in the same transaction (the outbox).
+    private static func follow(_ transaction: Transaction, _ step: Transition, _ moved: [Columns], publishedAt: Timestamp? = nil) async throws {
+        guard !moved.isEmpty else { return }
+        let jobIDs: [String] = try moved.map { try $0("id") }
+        let postIDs: [String] = try moved.map { try $0("post_id") }
+        // A post is published exactly when it has `published_at`: the commit stamps both at once.
+        precondition((step.post == .published) == (publishedAt != nil), "only a commit publishes, with its time")
+        try await transaction.run("UPDATE posts SET state = \(step.post.rawValue), published_at = \(publishedAt) WHERE id = ANY(\(postIDs))")
+        if let media = step.media {
+            // A staged medium has no URL: it is published only by a commit.
+            try await transaction.run(
+                """
+                UPDATE media SET state = \(media.rawValue), url = CASE WHEN \(media == .staged) THEN NULL ELSE url END
+                WHERE post_id = ANY(\(postIDs))
+                """)
+        }
+        if let uploads = step.uploads {
+            // A fresh run, or a success, forgets the last attempt's error and bytes; a stop keeps them.
+            let forgetsError = uploads.to == .pending || uploads.to == .uploaded
+            let forgetsBytes = uploads.to == .pending
+            try await transaction.run(
+                """
+                UPDATE uploads SET state = \(uploads.to.rawValue),
+                    error = CASE WHEN \(forgetsError) THEN NULL ELSE error END,
+                    bytes_sent = CASE WHEN \(forgetsBytes) THEN 0 ELSE bytes_sent END
+                WHERE job_id = ANY(\(jobIDs)) AND (\(uploads.from.isEmpty) OR state = ANY(\(uploads.from.map(\.rawValue))))
+                """)
+        }
+        if step.job.isDone {
+            for row in moved { try await PostgresWebhookRepository.enqueue(transaction, jobID: try row("id"), postID: try row("post_id")) }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import HeraldCore
+import HeraldStorage
+import HeraldTestSupport
+import Logging
+import PostgresNIO
+import Synchronization
+import Testing
+
+@testable import PostgresStorage
+
+/// Runs `storage` (its pool and listener) while `body` runs.
+func running<T: Sendable>(_ storage: PostgresStorage, _ body: () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await storage.run() }
+        defer { group.cancelAll() }
+        return try await body()
+    }
+}
+
+/// The next change of `jobID` that `matches`, from a subscription of the storage's changes (the suite's time limit
+/// bounds the wait). Called outside `#expect`, whose expansion would work on a copy of the iterator.
+func next(
+    _ changes: inout AsyncStream<JobChange>.Iterator, of jobID: JobID, where matches: (JobChange) -> Bool
+) async -> JobChange? {
+    while let change = await changes.next() {
+        if change.jobID == jobID, matches(change) { return change }
+    }
+    return nil
+}
+
+@Suite("PostgreSQL change feed", .timeLimit(.minutes(1)))
+struct ChangeFeedTests {
+    @Test("a replica hears another's commits: those made before it listened, and those made while its listener was cut")
+    func acrossReplicas() async throws {
+        let server = try await PostgresServer.shared()
+        let url = try DatabaseURL(parsing: server.url(database: try await server.makeDatabase()))
+        let a = try await PostgresStorage.open(url: url, logger: quiet)
+        try await running(a) {
+            let creation = try await a.posts.create(PostRequest(text: "heard", mediaIDs: []), tenant: .default, idempotency: nil, now: .now())
+            guard case .created(let created) = creation else { throw PostgresTestError("expected a creation, got \(creation)") }
+            let b = try await PostgresStorage.open(url: url, logger: quiet)
+            var heard = b.changes.subscribe().makeAsyncIterator()
+            try await running(b) {
+                // B started after the job was created: its listener's first connection read it back.
+                let queued = await next(&heard, of: created.job.id) { $0.state == .queued }
+                #expect(queued != nil)
+
+                // Cut B's listener; the claim A commits once its backend has gone is read back after B reconnects.
+                let listener = try await terminateListener(url)
+                let claimed = try await a.jobs.claim(runner: "a", leaseUntil: Timestamp.now().adding(milliseconds: 60_000), now: .now())
+                #expect(claimed?.jobID == created.job.id)
+                let ran = await next(&heard, of: created.job.id) { $0.state == .running }
+                #expect(ran?.version ?? 0 > 0)
+                #expect(b.listenerConnections >= 2, "listener \(listener) was cut; B heard the claim on a new connection")
+
+                // A cancel request made through A reaches B as a change, with its flag.
+                _ = try await a.jobs.requestCancel(id: created.job.id, tenant: .default, now: .now())
+                let cancel = await next(&heard, of: created.job.id) { $0.cancelRequested }
+                #expect(cancel != nil)
+            }
+        }
+    }
+
+    /// Terminates the listener connection of the one storage that listens on `url`'s database and waits until its
+    /// backend has gone; its pid.
+    private func terminateListener(_ url: DatabaseURL) async throws -> Int {
+        let connection = try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: 9, logger: quiet)
+        do {
+            let pid = try await terminateListener(on: connection)
+            try await connection.close()
+            return pid
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private func terminateListener(on connection: PostgresConnection) async throws -> Int {
+        let listening = """
+            SELECT pid FROM pg_stat_activity WHERE application_name = 'herald-listener' AND datname = current_database()
+            """
+        // The one listener that is up now (the storage that created the job has one too: take B's, the newer).
+        let pids = try await connection.query(PostgresQuery(unsafeSQL: listening + " ORDER BY backend_start DESC"), logger: quiet)
+            .decode(Int.self).reduce(into: [Int]()) { $0.append($1) }
+        guard let pid = pids.first else { throw PostgresTestError("no listener to cut") }
+        try await connection.query("SELECT pg_terminate_backend(\(pid)::integer)", logger: quiet)
+        // Bounded: a terminated backend exits within milliseconds.
+        for _ in 0..<200 {
+            let alive = try await connection.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid)", logger: quiet)
+                .decode(Int.self).reduce(0, +)
+            if alive == 0 { return pid }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw PostgresTestError("the listener's backend \(pid) did not exit")
+    }
+}
+
+struct PostgresTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
