@@ -404,6 +404,7 @@ static enum outcome read_job(struct reader *reader, const char *id, size_t id_co
     if (!reserve(&tail, 16) || (LITERAL(&tail, ",\"created_at\":"), 0) || !timestamp(&tail, statement, 10, 0)
         || !reserve(&tail, 16) || (LITERAL(&tail, ",\"started_at\":"), 0) || !timestamp(&tail, statement, 11, 1)
         || !reserve(&tail, 16) || (LITERAL(&tail, ",\"finished_at\":"), 0) || !timestamp(&tail, statement, 12, 1)
+        || !reserve(&tail, 16) || (LITERAL(&tail, ",\"runner\":"), 0) || !text_or_null(&tail, statement, 13)
         || !reserve(&tail, 1))
         goto finish;
     LITERAL(&tail, "}");

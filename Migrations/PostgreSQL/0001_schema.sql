@@ -172,6 +172,21 @@ CREATE TABLE object_deletions (
     last_error   text
 );
 
+-- The queue's pause switch, one row, for every replica.
+CREATE TABLE queue_control (
+    id     smallint NOT NULL PRIMARY KEY CHECK (id = 1),
+    paused boolean  NOT NULL DEFAULT false
+);
+INSERT INTO queue_control (id, paused) VALUES (1, false);
+
+-- The replicas alive: each renews its row every --lease-renew; one whose row is past alive_until is gone.
+CREATE TABLE replicas (
+    id          text        NOT NULL PRIMARY KEY CHECK (id <> ''),
+    workers     integer     NOT NULL CHECK (workers > 0),
+    alive_until timestamptz NOT NULL,
+    started_at  timestamptz NOT NULL
+);
+
 -- Claiming walks the due jobs only, in claim order.
 CREATE INDEX jobs_due ON jobs (priority, run_at, created_at, id) WHERE state = 'queued';
 -- Scheduled jobs by due time, promoted when due; running jobs by lease, for the reaper.
@@ -204,7 +219,8 @@ CREATE INDEX webhook_deliveries_list ON webhook_deliveries (webhook_id, created_
 CREATE INDEX object_deletions_due ON object_deletions (due_at);
 
 -- The change feed of every replica (LISTEN herald_changes): each committed change of a job, as `j <id> <version>
--- <state> <cancel_requested>`, and `d` when webhook deliveries were queued. Notifications are sent at commit, in commit
+-- <state> <cancel_requested>`, `d` when webhook deliveries were queued, `q <paused>` when the queue was paused or
+-- resumed. Notifications are sent at commit, in commit
 -- order; a rolled-back transaction sends none.
 CREATE FUNCTION herald_job_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -221,3 +237,12 @@ BEGIN
 END
 $$;
 CREATE TRIGGER deliveries_queued AFTER INSERT ON webhook_deliveries FOR EACH STATEMENT EXECUTE FUNCTION herald_deliveries_queued();
+
+-- A pause or resume reaches every replica at once: `q <paused>`.
+CREATE FUNCTION herald_queue_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('herald_changes', 'q ' || NEW.paused::int);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER queue_changed AFTER UPDATE ON queue_control FOR EACH ROW EXECUTE FUNCTION herald_queue_changed();

@@ -73,6 +73,7 @@ public struct Application: Sendable {
         let cleaner = ObjectCleaner(deletions: storage.objectDeletions, store: store, logger: logger)
         let runner = JobRunner(
             jobs: storage.jobs,
+            queue: storage.queue,
             store: store,
             cleaner: cleaner,
             changes: storage.changes,
@@ -94,6 +95,13 @@ public struct Application: Sendable {
             ),
             logger: logger
         )
+        // SQLite's one replica counts from the start (its heartbeat is kept in memory); a PostgreSQL replica counts from
+        // its runner's first heartbeat, once the pool runs.
+        if storageServices.isEmpty {
+            _ = try await storage.queue.heartbeat(
+                replica: configuration.replicaID, workers: configuration.workers,
+                until: Timestamp.now().adding(.seconds(configuration.leaseTimeout)))
+        }
         let readiness = Readiness { runner.stopClaiming() }
         let staging = StagingArea(dataDirectory: configuration.dataDirectory, minFreeBytes: configuration.minFreeDisk)
         // Under the lock, before anything serves: what a crash left mid-upload is of no use to anyone.
@@ -153,7 +161,7 @@ public struct Application: Sendable {
             ),
             events: events
         ).register(in: &router)
-        QueueRoutes(service: QueueService(jobs: storage.jobs, runner: runner)).register(in: &router)
+        QueueRoutes(service: QueueService(jobs: storage.jobs, queue: storage.queue)).register(in: &router)
 
         let server = Server(
             router: router,

@@ -28,12 +28,14 @@ public struct Job: Sendable, Equatable {
     public var startedAt: Timestamp?
     /// When it reached a terminal state.
     public var finishedAt: Timestamp?
+    /// The replica running it (its `--replica-id`); nil when it is not running.
+    public var runner: String?
 
     /// Creates a job object.
     public init(
         id: JobID, postID: PostID, state: JobState, priority: Priority = .normal, attempt: Int = 0, runAt: Timestamp,
         cancelRequested: Bool = false, uploads: [Upload] = [], error: Failure? = nil, createdAt: Timestamp,
-        startedAt: Timestamp? = nil, finishedAt: Timestamp? = nil
+        startedAt: Timestamp? = nil, finishedAt: Timestamp? = nil, runner: String? = nil
     ) {
         self.id = id
         self.postID = postID
@@ -47,6 +49,7 @@ public struct Job: Sendable, Equatable {
         self.createdAt = createdAt
         self.startedAt = startedAt
         self.finishedAt = finishedAt
+        self.runner = runner
     }
 
     /// Whether the job has finished (succeeded, failed or cancelled): the API's `done`.
@@ -190,6 +193,7 @@ public struct Job: Sendable, Equatable {
         case createdAt = "created_at"
         case startedAt = "started_at"
         case finishedAt = "finished_at"
+        case runner
     }
 }
 
@@ -209,6 +213,7 @@ extension Job: Decodable {
         createdAt = try container.decode(Timestamp.self, forKey: .createdAt)
         startedAt = try container.decodeIfPresent(Timestamp.self, forKey: .startedAt)
         finishedAt = try container.decodeIfPresent(Timestamp.self, forKey: .finishedAt)
+        runner = try container.decodeIfPresent(String.self, forKey: .runner)
     }
 }
 
@@ -238,6 +243,7 @@ extension Job: JSONWritable {
             case .createdAt: writer.timestamp(createdAt)
             case .startedAt: writer.timestamp(startedAt)
             case .finishedAt: writer.timestamp(finishedAt)
+            case .runner: writer.string(runner)
             }
         }
     }

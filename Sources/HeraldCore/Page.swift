@@ -54,9 +54,11 @@ extension Page: JSONWritable where Element: JSONWritable {
 
 /// The job queue's state: the API's queue object.
 public struct QueueStatus: Decodable, Sendable, Equatable {
-    /// Whether claiming new jobs is stopped.
+    /// Whether claiming new jobs is stopped (on every replica).
     public var paused: Bool
-    /// How many jobs may run at once.
+    /// The replicas alive: processes claiming jobs from this database.
+    public var replicas: Int
+    /// How many jobs may run at once: every live replica's workers.
     public var workers: Int
     /// Jobs running now.
     public var running: Int
@@ -66,8 +68,9 @@ public struct QueueStatus: Decodable, Sendable, Equatable {
     public var scheduled: Int
 
     /// Creates a queue object.
-    public init(paused: Bool, workers: Int, running: Int, queued: Int, scheduled: Int) {
+    public init(paused: Bool, replicas: Int, workers: Int, running: Int, queued: Int, scheduled: Int) {
         self.paused = paused
+        self.replicas = replicas
         self.workers = workers
         self.running = running
         self.queued = queued
@@ -76,7 +79,7 @@ public struct QueueStatus: Decodable, Sendable, Equatable {
 
     /// The queue object's members.
     public enum Member: String, JSONMember {
-        case paused, workers, running, queued, scheduled
+        case paused, replicas, workers, running, queued, scheduled
     }
 
     // Decoded by these keys.
@@ -88,6 +91,7 @@ extension QueueStatus: JSONWritable {
         writer.object(Member.self) { member, writer in
             switch member {
             case .paused: writer.bool(paused)
+            case .replicas: writer.int(replicas)
             case .workers: writer.int(workers)
             case .running: writer.int(running)
             case .queued: writer.int(queued)

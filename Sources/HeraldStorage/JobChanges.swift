@@ -49,6 +49,7 @@ public final class JobChanges: Sendable {
         var observers: [@Sendable (JobChange) -> Void] = []
         var subscribers: [UInt64: AsyncStream<JobChange>.Continuation] = [:]
         var deliveryObservers: [@Sendable () -> Void] = []
+        var queueObservers: [@Sendable (_ paused: Bool) -> Void] = []
     }
     private let state = Mutex(State())
     private static let remembered = 10_000
@@ -81,6 +82,17 @@ public final class JobChanges: Sendable {
     /// committed it: it must be quick.
     public func observeDeliveries(_ observer: @escaping @Sendable () -> Void) {
         state.withLock { $0.deliveryObservers.append(observer) }
+    }
+
+    /// Calls `observer` whenever the queue is paused or resumed (by any replica), on the thread that heard of it: it must
+    /// be quick.
+    public func observeQueue(_ observer: @escaping @Sendable (_ paused: Bool) -> Void) {
+        state.withLock { $0.queueObservers.append(observer) }
+    }
+
+    /// Announces that the queue was paused or resumed.
+    package func publishQueue(paused: Bool) {
+        for observer in state.withLock({ $0.queueObservers }) { observer(paused) }
     }
 
     /// Announces that a committed transaction wrote webhook deliveries.

@@ -16,6 +16,8 @@ public struct JobColumn: Sendable {
     public static func names(of member: Job.Member) -> [String] {
         switch member {
         case .id, .postID, .state, .priority, .attempt, .runAt, .cancelRequested, .createdAt, .startedAt, .finishedAt: [member.rawValue]
+        // The lease's holder: set exactly while the job runs.
+        case .runner: ["locked_by"]
         case .error: ["error_code", "error_message", "error_media_id"]
         // Derived from the state and the uploads.
         case .done, .progress: []
@@ -47,6 +49,7 @@ public struct JobColumn: Sendable {
     public static let createdAt = JobColumn(.createdAt)
     public static let startedAt = JobColumn(.startedAt)
     public static let finishedAt = JobColumn(.finishedAt)
+    public static let runner = JobColumn(.runner)
 }
 
 /// A `jobs` row as ``HeraldCore/Job/init(columns:uploads:)`` reads it, in whatever way a backend reads rows; NULL
@@ -92,7 +95,8 @@ extension Job {
             error: failure,
             createdAt: createdAt,
             startedAt: startedAt.value,
-            finishedAt: finishedAt.value
+            finishedAt: finishedAt.value,
+            runner: row.text(.runner)
         )
     }
 }

@@ -18,6 +18,8 @@ public protocol Storage: Sendable {
     var webhooks: any WebhookRepository { get }
     /// Stored objects to delete (the clean-up's outbox).
     var objectDeletions: any ObjectDeletionRepository { get }
+    /// The queue's switch and the replicas that work it.
+    var queue: any QueueRepository { get }
     /// Every committed change to a job, announced once committed.
     var changes: JobChanges { get }
     /// Running uploads' states and bytes, in memory, laid over every job read.
@@ -197,6 +199,21 @@ public protocol ObjectDeletionRepository: Sendable {
     func retry(_ deletion: PendingObjectDeletion, at next: Timestamp, error: String) async throws
     /// Every pending deletion's medium, for tests and `herald check`.
     func pendingMediaIDs() async throws -> [MediaID]
+}
+
+/// The queue's pause switch, one for every replica, and the replicas alive.
+public protocol QueueRepository: Sendable {
+    /// Whether claiming is paused.
+    func isPaused() async throws -> Bool
+    /// Pauses or resumes claiming on every replica; announced (``JobChanges/observeQueue(_:)``) once written.
+    func setPaused(_ paused: Bool) async throws
+    /// `replica`, with `workers` workers, is alive until `until`. Returns whether the queue is paused: a replica that
+    /// missed the announcement learns it here.
+    func heartbeat(replica: String, workers: Int, until: Timestamp) async throws -> Bool
+    /// The replicas alive at `now`, and their workers' sum.
+    func liveReplicas(now: Timestamp) async throws -> (replicas: Int, workers: Int)
+    /// `replica` stops (a graceful shutdown): no longer counted.
+    func leave(replica: String) async throws
 }
 
 // MARK: What they take and answer

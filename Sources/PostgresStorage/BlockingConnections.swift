@@ -1,3 +1,4 @@
+import HeraldStorage
 import Logging
 import NIOCore
 import NIOPosix
@@ -11,8 +12,8 @@ import Synchronization
 /// bounded (``timeout``): a database that does not answer fails the call, and its connection is dropped and made
 /// again by the next call.
 final class BlockingConnections: Sendable {
-    /// The longest a call waits for its connection and its answer.
-    static let timeout = TimeAmount.seconds(5)
+    /// The longest a call waits for its connection, then for its answer: the API's 503 comes within 5 s.
+    static let timeout = TimeAmount.seconds(2)
 
     /// One connection, made when first needed, used by one caller at a time.
     private final class Slot: Sendable {
@@ -42,7 +43,8 @@ final class BlockingConnections: Sendable {
                 // A failed or late query leaves the connection in doubt: the next call makes another.
                 if let connection { Self.discard(connection) }
                 connection = nil
-                throw error
+                guard PostgresStorage.isUnavailable(error) else { throw error }
+                throw StorageUnavailable(reason: PostgresStartError.reason(error))
             }
         }
     }
@@ -88,5 +90,5 @@ final class BlockingConnections: Sendable {
 
 /// PostgreSQL did not answer a blocking call within ``BlockingConnections/timeout``.
 struct BlockingTimeout: Error, CustomStringConvertible {
-    var description: String { "PostgreSQL did not answer within 5 s" }
+    var description: String { "PostgreSQL did not answer within 2 s" }
 }

@@ -8,7 +8,8 @@ import Synchronization
 /// itself at once (``announce(_:)``), the others' as PostgreSQL's notifications bring them (``listen()``).
 ///
 /// A trigger notifies `herald_changes` of each job whose `version` a transaction moved (`j <id> <version> <state>
-/// <cancel>`) and of queued webhook deliveries (`d`), delivered when the transaction commits. A job's version only
+/// <cancel>`), of queued webhook deliveries (`d`) and of the queue paused or resumed (`q <paused>`), delivered when
+/// the transaction commits. A job's version only
 /// grows, so a change already announced (this replica's own, heard back) is dropped by its version. Notifications sent
 /// while the listener was reconnecting are lost (River's issue 1358): after every (re)connection the active and
 /// recently finished jobs are read again and announced if they moved.
@@ -102,6 +103,8 @@ final class ChangeFeed: Sendable {
         ).collect()
         announce(try rows.map { try Transaction.change(Columns($0)) })
         changes.publishDeliveries()
+        let paused = try await connection.query("SELECT paused FROM queue_control WHERE id = 1", logger: logger).collect()
+        if let paused = try paused.first?.decode(Bool.self) { changes.publishQueue(paused: paused) }
     }
 
     /// One notification's payload.
@@ -116,6 +119,8 @@ final class ChangeFeed: Sendable {
             announce([JobChange(jobID: JobID(String(parts[1])), version: version, state: state, cancelRequested: parts[4] == "1")])
         case "d":
             changes.publishDeliveries()
+        case "q":
+            changes.publishQueue(paused: parts.count == 2 && parts[1] == "1")
         default:
             logger.warning("unknown change notification", metadata: ["payload": "\(payload)"])
         }

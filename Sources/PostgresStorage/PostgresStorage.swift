@@ -82,7 +82,7 @@ public final class PostgresStorage: Storage, Service {
     /// Whether the database answers a query, for readiness checks; never throws.
     public func isReachable() async -> Bool {
         do {
-            return try await client.query("SELECT 1", logger: logger).decode(Int.self).first { _ in true } == 1
+            return try await run("SELECT 1").first?.decode(Int.self) == 1
         } catch {
             return false
         }
@@ -92,12 +92,10 @@ public final class PostgresStorage: Storage, Service {
     /// (none should be) and the schema's version. Empty when all is well.
     public func integrityProblems() async throws -> [String] {
         var problems: [String] = []
-        let dangling = try await client.query(
-            "SELECT id FROM posts WHERE job_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = posts.job_id) ORDER BY id",
-            logger: logger)
-        for try await id in dangling.decode(String.self) { problems.append("posts row \(id) names a missing jobs row") }
-        let recorded = try await client.query("SELECT name FROM herald_migrations ORDER BY name", logger: logger).decode(String.self)
-            .reduce(into: [String]()) { $0.append($1) }
+        let dangling = try await run(
+            "SELECT id FROM posts WHERE job_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = posts.job_id) ORDER BY id")
+        for id in try dangling.map({ try $0.decode(String.self) }) { problems.append("posts row \(id) names a missing jobs row") }
+        let recorded = try await run("SELECT name FROM herald_migrations ORDER BY name").map { try $0.decode(String.self) }
         let known = PostgresMigrations.all.map(\.name)
         if recorded != known { problems.append("schema: the database has \(recorded), this version knows \(known)") }
         return problems
@@ -111,6 +109,7 @@ public final class PostgresStorage: Storage, Service {
     public var keys: any KeyRepository { PostgresKeyRepository(storage: self) }
     public var webhooks: any WebhookRepository { PostgresWebhookRepository(storage: self) }
     public var objectDeletions: any ObjectDeletionRepository { PostgresObjectDeletionRepository(storage: self) }
+    public var queue: any QueueRepository { PostgresQueueRepository(storage: self) }
 
     public func statusReader(connections: Int) throws -> any JobStatusReader {
         PostgresJobStatusReader(storage: self)
@@ -119,11 +118,13 @@ public final class PostgresStorage: Storage, Service {
     // MARK: Transactions
 
     /// One write transaction; what it changed is announced once it has committed, before this returns.
-    func write<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
+    func write<T: Sendable>(_ body: @escaping @Sendable (Transaction) async throws -> T) async throws -> T {
         let recorder = Transaction.Recorder()
-        let value = try await unwrapped {
-            try await client.withTransaction(logger: logger) { connection in
-                try await body(Transaction(connection: connection, logger: logger, recorder: recorder))
+        let value = try await guarded { [logger] in
+            try await unwrapped {
+                try await self.client.withTransaction(logger: logger) { connection in
+                    try await body(Transaction(connection: connection, logger: logger, recorder: recorder))
+                }
             }
         }
         feed.announce(recorder.jobs)
@@ -149,7 +150,11 @@ public final class PostgresStorage: Storage, Service {
     }
 
     /// Statements that read one snapshot together (a job and its uploads, a page and its children).
-    func read<T: Sendable>(_ body: (Transaction) async throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (Transaction) async throws -> T) async throws -> T {
+        try await guarded { try await self.read(on: self.client, body) }
+    }
+
+    private func read<T: Sendable>(on client: PostgresClient, _ body: (Transaction) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
             let transaction = Transaction(connection: connection, logger: logger, recorder: Transaction.Recorder())
             try await transaction.run("START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -167,7 +172,42 @@ public final class PostgresStorage: Storage, Service {
     /// One statement on its own (its own snapshot, committed at once); its rows.
     @discardableResult
     func run(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await client.query(query, logger: logger).collect()
+        try await guarded { [logger] in try await self.client.query(query, logger: logger).collect() }
+    }
+
+    /// The longest a call waits for the database before it is answered as unavailable: the API's 503 comes within 5 s.
+    static let deadline = Duration.seconds(4)
+
+    /// `operation`, for at most ``deadline``: the database's unavailability (down, restarting, the connection cut, no
+    /// answer in time) is thrown as `StorageUnavailable`, whatever the driver said; other errors as they are.
+    func guarded<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            guard let value = try await withTimeout(Self.deadline, operation) else {
+                throw StorageUnavailable(reason: "no answer within \(Self.deadline.components.seconds) s")
+            }
+            return value
+        } catch let error where Self.isUnavailable(error) {
+            throw StorageUnavailable(reason: PostgresStartError.reason(error))
+        }
+    }
+
+    /// Whether `error` says the database cannot be reached, rather than that a statement was refused.
+    static func isUnavailable(_ error: any Error) -> Bool {
+        if let error = error as? PostgresTransactionError {
+            return [error.beginError, error.closureError, error.commitError].contains { $0.map(isUnavailable) ?? false }
+        }
+        if error is BlockingTimeout { return true }
+        guard let error = error as? PSQLError else { return false }
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
+            return true
+        case .server:
+            // Class 08: connection exceptions; 57P01-57P03: shut down by an administrator, crashed, starting up.
+            let state = error.serverInfo?[.sqlState] ?? ""
+            return state.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(state)
+        default:
+            return false
+        }
     }
 
     /// Connects one connection, trying again until `timeout` has passed (the database may still be starting).

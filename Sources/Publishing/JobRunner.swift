@@ -82,6 +82,8 @@ public struct RunnerConfiguration: Sendable {
 /// The claims, leases, wake-ups and shutdown are the ``WorkLoop``'s, over the jobs table (``JobQueue``).
 public actor JobRunner: Service {
     private let jobs: any JobRepository
+    /// The shared pause switch and the replicas' heartbeats; nil: this runner's own switch alone (some tests).
+    private let queue: (any QueueRepository)?
     private let configuration: RunnerConfiguration
     private let logger: Logger
     /// This process's name in `jobs.locked_by`.
@@ -91,12 +93,15 @@ public actor JobRunner: Service {
     /// - Parameter changes: the committed job changes; the runner wakes for a queued or newly scheduled job and stops
     ///   a job whose cancel was requested, whoever wrote the change.
     ///   - cleaner: the durable clean-up of failed and cancelled jobs' objects, whose DELETEs new uploads wait for.
+    ///   - queue: the pause switch every replica shares (read at start, heard when it changes, read again with each
+    ///     heartbeat) and where this runner says it is alive.
     public init(
-        jobs: any JobRepository, store: any MediaStore, cleaner: ObjectCleaner? = nil, changes: JobChanges, configuration: RunnerConfiguration,
-        logger: Logger
+        jobs: any JobRepository, queue: (any QueueRepository)? = nil, store: any MediaStore, cleaner: ObjectCleaner? = nil, changes: JobChanges,
+        configuration: RunnerConfiguration, logger: Logger
     ) {
         let runnerID = configuration.runnerID
         self.jobs = jobs
+        self.queue = queue
         self.configuration = configuration
         self.logger = logger
         self.runnerID = runnerID
@@ -113,6 +118,7 @@ public actor JobRunner: Service {
             if change.state == .queued || change.state == .scheduled { loop.wake() }
             if change.cancelRequested, change.state == .running { loop.stop(change.jobID, .stopRequested) }
         }
+        changes.observeQueue { paused in loop.isPaused = paused }
     }
 
     // MARK: Control
@@ -120,12 +126,6 @@ public actor JobRunner: Service {
     /// Stops claiming and starts the grace period for running jobs: called when shutdown begins, before this
     /// service's own turn (the group stops the HTTP server first, which may take a while).
     public nonisolated func stopClaiming() { loop.stopClaiming() }
-
-    /// Stops claiming new jobs; running ones finish.
-    public func pause() { loop.isPaused = true }
-
-    /// Claims again.
-    public func resume() { loop.isPaused = false }
 
     /// Whether paused, the worker limit, and the jobs this process runs now.
     public func status() -> (paused: Bool, workers: Int, running: Int) {
@@ -145,14 +145,46 @@ public actor JobRunner: Service {
                 logger.error("cannot re-queue the jobs left running", metadata: ["error": "\(error)"])
             }
         }
+        if let queue {
+            do {
+                loop.isPaused = try await queue.isPaused()
+                if loop.isPaused { logger.notice("the queue is paused: no job is claimed until it is resumed") }
+            } catch {
+                logger.error("cannot read whether the queue is paused", metadata: ["error": "\(error)"])
+            }
+        }
         await withGracefulShutdownHandler {
-            await loop.run()
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.loop.run() }
+                if let queue = self.queue {
+                    group.addTask { await self.beat(queue) }
+                }
+            }
+            // Gone: no longer counted among the live replicas.
+            try? await queue?.leave(replica: runnerID)
         } onGracefulShutdown: {
             self.stopClaiming()
         }
         // Stopped early by `stopClaiming()`: still return only when the group asks (or cancels).
         try? await gracefulShutdown()
         logger.info("job runner stopped")
+    }
+}
+
+extension JobRunner {
+    /// Says this runner is alive every lease renewal, until the loop has stopped; learns the pause switch each time (a
+    /// backstop for an announcement lost between replicas).
+    private nonisolated func beat(_ queue: any QueueRepository) async {
+        while !loop.hasStopped, !Task.isCancelled {
+            do {
+                let paused = try await queue.heartbeat(
+                    replica: runnerID, workers: configuration.workers, until: Timestamp.now().adding(configuration.lease))
+                if loop.isPaused != paused { loop.isPaused = paused }
+            } catch {
+                logger.warning("heartbeat failed", metadata: ["error": "\(error)"])
+            }
+            await loop.waitUntilStopped(timeout: configuration.heartbeat)
+        }
     }
 }
 

@@ -113,6 +113,9 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
     private let logger: Logger
     private let wakeup = Signal()
     private let stopping = Atomic(false)
+    /// Fired, and set, once ``run()`` has drained and returns.
+    private let finished = Signal()
+    private let ended = Atomic(false)
     private let paused = Atomic(false)
     /// The items in hand, by id: behind a lock, since changes are heard on the committing thread.
     private let inHand = Mutex<[Queue.ItemID: WorkControl]>([:])
@@ -145,6 +148,12 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
 
     /// How many items are in hand.
     public var count: Int { inHand.withLock { $0.count } }
+
+    /// Whether ``run()`` has drained its items and returned.
+    public var hasStopped: Bool { ended.load(ordering: .relaxed) }
+
+    /// Returns once the loop has stopped (for the one task that waits for it), or after `timeout`.
+    public func waitUntilStopped(timeout: Duration) async { await finished.wait(timeout: timeout) }
 
     /// Stops the item `id` if it is in hand here.
     public func stop(_ id: Queue.ItemID, _ why: WorkStop) {
@@ -180,6 +189,8 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
             }
             await drain()
         }
+        ended.store(true, ordering: .relaxed)
+        finished.fire()
     }
 
     private func start(_ item: Queue.Item, in group: inout DiscardingTaskGroup) {

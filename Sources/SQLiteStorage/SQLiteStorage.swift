@@ -41,6 +41,9 @@ public struct SQLiteStorage: Storage {
     /// The job-changing writes (``write(_:)``), committed together when they arrive together.
     let groupCommit: GroupCommit
 
+    /// This process's heartbeat, the one replica on SQLite.
+    let replicas = SQLiteQueueRepository.Replicas()
+
     private init(pool: DatabasePool, path: String) {
         self.pool = pool
         self.path = path
@@ -184,6 +187,7 @@ extension SQLiteStorage {
     public var keys: any KeyRepository { SQLiteKeyRepository(pool: pool) }
     public var webhooks: any WebhookRepository { SQLiteWebhookRepository(pool: pool) }
     public var objectDeletions: any ObjectDeletionRepository { SQLiteObjectDeletionRepository(pool: pool) }
+    public var queue: any QueueRepository { SQLiteQueueRepository(pool: pool, changes: changes, replicas: replicas) }
 
     public func statusReader(connections: Int) throws -> any JobStatusReader {
         try SQLiteJobStatusReader(self, connections: connections)

@@ -193,6 +193,7 @@ struct JobRoutesTests {
             #expect(initial.status == .ok)
             #expect(initial.json["paused"] as? Bool == false)
             #expect(initial.json["workers"] as? Int == 3)
+            #expect(initial.json["replicas"] as? Int == 1)
             #expect(initial.json["queued"] as? Int == 0)
 
             let paused = try await exchange(.POST, "\(base)/v1/queue/pause")

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HeraldCore
 import HeraldTestSupport
 import NIOCore
 import NIOHTTP1
@@ -64,6 +65,123 @@ struct PostgresHeraldTests {
             }) { _, _, _ in }
         } throws: { error in
             "\(error)".contains("cannot be reached") && !"\(error)".contains("secret")
+        }
+    }
+}
+
+/// Herald while its PostgreSQL is down, and after it is back.
+@Suite("Herald when PostgreSQL is down", .serialized, .timeLimit(.minutes(2)))
+struct PostgresDownTests {
+    @Test("down: /readyz 503, calls 503 with Retry-After within 5 s, /healthz 200; back: Herald recovers without a restart")
+    func downAndBack() async throws {
+        let postgres = try await DedicatedPostgres.start()
+        defer { postgres.close() }
+        let database = postgres.server.url(database: try await postgres.server.makeDatabase())
+        try await withHerald(configure: { $0.database = database }) { base, _, _ in
+            let created = try await createPost(base, ["text": "accepted before"])
+            #expect(created.status == .accepted)
+            let (post, job) = try postAndJob(created.json)
+            let postID = try #require(post["id"] as? String)
+            let jobID = try #require(job["id"] as? String)
+            #expect(try await exchange(.GET, "\(base)/v1/jobs/\(jobID)?wait=30").json["state"] as? String == "succeeded")
+
+            try await postgres.stop()
+            for path in ["/v1/posts/\(postID)", "/v1/jobs/\(jobID)", "/v1/jobs?state=queued"] {
+                let started = ContinuousClock.now
+                let answer = try await exchange(.GET, base + path)
+                #expect(answer.status == .serviceUnavailable, "\(path)")
+                #expect(answer.headers["Retry-After"] == ["5"], "\(path)")
+                #expect(answer.headers["Content-Type"] == ["application/problem+json"], "\(path)")
+                #expect(ContinuousClock.now - started < .seconds(5), "\(path) took \(ContinuousClock.now - started)")
+            }
+            let refused = try await createPost(base, ["text": "refused while down"])
+            #expect(refused.status == .serviceUnavailable)
+            #expect(try await exchange(.GET, "\(base)/readyz").status == .serviceUnavailable)
+            #expect(try await exchange(.GET, "\(base)/healthz").status == .ok)
+
+            try await postgres.restart()
+            // Back without a restart of Herald: its pool and listener reconnect; a client honouring Retry-After gets
+            // through (bounded: 20 tries).
+            var again: Answer?
+            for _ in 0..<20 {
+                let answer = try await createPost(base, ["text": "accepted after"])
+                if answer.status == .accepted {
+                    again = answer
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            let after = try #require(again, "Herald did not recover")
+            let afterJob = try #require(try postAndJob(after.json).job["id"] as? String)
+            #expect(try await exchange(.GET, "\(base)/v1/jobs/\(afterJob)?wait=30").json["state"] as? String == "succeeded")
+            #expect(try await exchange(.GET, "\(base)/v1/posts/\(postID)").json["state"] as? String == "published")
+            #expect(try await exchange(.GET, "\(base)/readyz").status == .ok)
+        }
+    }
+}
+
+/// Two Heralds on one PostgreSQL database, as replicas behind a load balancer would be.
+@Suite("Replicas on PostgreSQL", .serialized, .timeLimit(.minutes(2)))
+struct ReplicaTests {
+    @Test("the queue counts both; a pause through one holds both; a cancel through one stops the upload the other runs")
+    func twoReplicas() async throws {
+        let database = try await postgresDatabase()
+        // Uploads that never end until cancelled, so the job stays running where it was claimed.
+        let stores = ["one": TestStore(default: .hang), "two": TestStore(default: .hang)]
+        try await withHerald(
+            configure: {
+                $0.database = database
+                $0.replicaID = "one"
+                $0.workers = 2
+            }, store: stores["one"]
+        ) { one, _, _ in
+            let key = TestKey.current
+            try await withHerald(
+                configure: {
+                    $0.database = database
+                    $0.replicaID = "two"
+                    $0.workers = 3
+                }, store: stores["two"]
+            ) { two, _, _ in
+                try await TestKey.$current.withValue(key) {
+                    let bases = ["one": one, "two": two]
+                    // Both count once each has beaten (bounded: a heartbeat comes at each runner's start).
+                    var queue = try await exchange(.GET, "\(two)/v1/queue")
+                    for _ in 0..<50 where queue.json["replicas"] as? Int != 2 {
+                        try await Task.sleep(for: .milliseconds(100))
+                        queue = try await exchange(.GET, "\(two)/v1/queue")
+                    }
+                    #expect(queue.json["replicas"] as? Int == 2 && queue.json["workers"] as? Int == 5)
+
+                    // Paused through one: two holds its queued job too.
+                    #expect(try await exchange(.POST, "\(one)/v1/queue/pause").json["paused"] as? Bool == true)
+                    #expect(try await exchange(.GET, "\(two)/v1/queue").json["paused"] as? Bool == true)
+                    let media = try await uploadMedia(one)
+                    let created = try await createPost(two, ["text": "across", "media_ids": [media]])
+                    let jobID = try #require(try postAndJob(created.json).job["id"] as? String)
+                    #expect(try await exchange(.GET, "\(two)/v1/jobs/\(jobID)?wait=1").json["state"] as? String == "queued")
+
+                    // Resumed through two: one replica or the other claims it; its runner is named.
+                    #expect(try await exchange(.POST, "\(two)/v1/queue/resume").json["paused"] as? Bool == false)
+                    var job = try await exchange(.GET, "\(one)/v1/jobs/\(jobID)")
+                    for _ in 0..<100 where job.json["state"] as? String != "running" {
+                        try await Task.sleep(for: .milliseconds(50))
+                        job = try await exchange(.GET, "\(one)/v1/jobs/\(jobID)")
+                    }
+                    let runner = try #require(job.json["runner"] as? String)
+                    let store = try #require(stores[runner])
+                    await store.waitUntilInFlight(1)
+
+                    // Cancelled through the other replica: the runner's upload is cancelled, the job ends cancelled.
+                    let other = runner == "one" ? "two" : "one"
+                    let started = ContinuousClock.now
+                    #expect(try await exchange(.POST, "\(bases[other]!)/v1/jobs/\(jobID)/cancel").status == .accepted)
+                    let ended = try await exchange(.GET, "\(bases[runner]!)/v1/jobs/\(jobID)?wait=30")
+                    #expect(ended.json["state"] as? String == "cancelled" && ended.json["runner"] is NSNull)
+                    #expect(store.sawCancellation == [MediaID(media)])
+                    #expect(ContinuousClock.now - started < .seconds(5), "the cancel took \(ContinuousClock.now - started)")
+                }
+            }
         }
     }
 }

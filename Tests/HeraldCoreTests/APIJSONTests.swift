@@ -92,8 +92,8 @@ struct APIJSONTests {
 
     @Test("the queue object")
     func queue() throws {
-        let status = QueueStatus(paused: true, workers: 8, running: 2, queued: 15, scheduled: 0)
-        #expect(Self.text(status.json) == #"{"paused":true,"workers":8,"running":2,"queued":15,"scheduled":0}"#)
+        let status = QueueStatus(paused: true, replicas: 1, workers: 8, running: 2, queued: 15, scheduled: 0)
+        #expect(Self.text(status.json) == #"{"paused":true,"replicas":1,"workers":8,"running":2,"queued":15,"scheduled":0}"#)
         #expect(try Self.decoded(status.json) == status)
     }
 

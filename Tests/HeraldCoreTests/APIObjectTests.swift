@@ -294,13 +294,14 @@ struct APIObjectTests {
         #expect(try roundTrip(more) == more)
     }
 
-    @Test("the queue object has its five keys")
+    @Test("the queue object has its six keys")
     func queue() throws {
-        let status = QueueStatus(paused: true, workers: 8, running: 2, queued: 5, scheduled: 1)
+        let status = QueueStatus(paused: true, replicas: 2, workers: 8, running: 2, queued: 5, scheduled: 1)
         let json = try jsonObject(status)
         #expect(Set(json.keys) == APIKeys.queue)
         #expect(json["paused"] as? Bool == true)
         #expect(json["workers"] as? Int == 8)
+        #expect(json["replicas"] as? Int == 2)
         #expect(try roundTrip(status) == status)
     }
 }

@@ -1,5 +1,6 @@
 import HeraldCore
 import HeraldStorage
+import Synchronization
 import Testing
 
 /// What every storage backend must do, written against the protocols alone (River's `riverdrivertest` is the model):
@@ -133,7 +134,8 @@ struct ConformanceTests {
             #expect(rest.map(\.jobID) == [low.job.id])
             #expect(try await storage.jobs.claim(upTo: 5, runner: "c", leaseUntil: At.at(60), now: At.at(6)).isEmpty)
             let running = try #require(try await storage.jobs.find(id: normal.job.id, tenant: .default))
-            #expect(running.state == .running && running.startedAt == At.at(4))
+            #expect(running.state == .running && running.startedAt == At.at(4) && running.runner == "a")
+            #expect(try storage.statusReader(connections: 1).job(id: normal.job.id, tenant: .default)?.runner == "a")
             #expect(try await storage.posts.find(id: normal.post.id, tenant: .default)?.state == .publishing)
         }
     }
@@ -166,7 +168,7 @@ struct ConformanceTests {
                 Issue.record("the holder's commit was refused")
                 return
             }
-            #expect(done.state == .succeeded && done.finishedAt == At.at(23))
+            #expect(done.state == .succeeded && done.finishedAt == At.at(23) && done.runner == nil)
             let post = try #require(try await storage.posts.find(id: created.post.id, tenant: .default))
             #expect(post.state == .published && post.publishedAt == At.at(23))
             #expect(post.media.map(\.url) == [objects[media[0]]?.url] && post.media.allSatisfy { $0.state == .uploaded })
@@ -418,6 +420,31 @@ struct ConformanceTests {
             _ = try await storage.posts.republish(id: created.post.id, tenant: .default, now: At.at(5))
             #expect(try await storage.objectDeletions.pendingMediaIDs().isEmpty)
             #expect(try await storage.objectDeletions.nextDue() == nil)
+        }
+    }
+
+    @Test("the queue's switch is one for every replica and announced; replicas count while their heartbeat lasts", arguments: Backend.allCases)
+    func queueControl(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let heard = Mutex<[Bool]>([])
+            storage.changes.observeQueue { paused in heard.withLock { $0.append(paused) } }
+            #expect(try await storage.queue.isPaused() == false)
+            try await storage.queue.setPaused(true)
+            #expect(try await storage.queue.isPaused())
+            // Announced here before the call returns (other replicas hear it from the database; a listener connecting
+            // meanwhile may also announce what it read, before the notification brings the change).
+            #expect(heard.withLock { $0.contains(true) })
+            #expect(try await storage.queue.heartbeat(replica: "a", workers: 4, until: At.at(10)))
+            #expect(try await storage.queue.heartbeat(replica: "b", workers: 2, until: At.at(20)))
+            let both = try await storage.queue.liveReplicas(now: At.at(5))
+            #expect(both.replicas == 2 && both.workers == 6)
+            let one = try await storage.queue.liveReplicas(now: At.at(15))
+            #expect(one.replicas == 1 && one.workers == 2)
+            try await storage.queue.leave(replica: "b")
+            let left = try await storage.queue.liveReplicas(now: At.at(5))
+            #expect(left.replicas == 1 && left.workers == 4)
+            try await storage.queue.setPaused(false)
+            #expect(try await storage.queue.heartbeat(replica: "a", workers: 4, until: At.at(30)) == false)
         }
     }
 

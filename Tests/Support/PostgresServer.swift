@@ -51,3 +51,85 @@ public struct PostgresServer: Sendable {
         return name
     }
 }
+
+/// A PostgreSQL 15 server of one test's own, which the test stops and starts again (the shared one stays up for the
+/// others): `postgres_server.py`, driven line by line.
+///
+/// `@unchecked Sendable`: the process and its pipes are driven by the one test that owns them, one call at a time.
+public final class DedicatedPostgres: @unchecked Sendable {
+    public let server: PostgresServer
+    private let process: Process
+    private let input: FileHandle
+    private let lines: AsyncStream<String>
+
+    private init(server: PostgresServer, process: Process, input: FileHandle, lines: AsyncStream<String>) {
+        self.server = server
+        self.process = process
+        self.input = input
+        self.lines = lines
+    }
+
+    /// Starts a server; stop it with ``close()``.
+    public static func start() async throws -> DedicatedPostgres {
+        let process = Process()
+        let input = Pipe()
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "python3", URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("postgres_server.py").path,
+        ]
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let (lines, continuation) = AsyncStream.makeStream(of: String.self)
+        // The script's lines, read on a thread of their own: a read blocks until the server answers.
+        let reading = output.fileHandleForReading
+        Thread.detachNewThread {
+            var line = Data()
+            while true {
+                let byte = reading.readData(ofLength: 1)
+                if byte.isEmpty { break }
+                if byte == Data("\n".utf8) {
+                    continuation.yield(String(decoding: line, as: UTF8.self))
+                    line = Data()
+                } else {
+                    line.append(byte)
+                }
+            }
+            continuation.finish()
+        }
+        try process.run()
+        var iterator = lines.makeAsyncIterator()
+        let first = await iterator.next() ?? ""
+        struct Handshake: Decodable {
+            var port: Int
+            var user: String
+        }
+        guard let handshake = try? JSONDecoder().decode(Handshake.self, from: Data(first.utf8)) else {
+            process.terminate()
+            throw ScriptServerUnavailable(script: "postgres_server.py", output: first)
+        }
+        return DedicatedPostgres(
+            server: PostgresServer(port: handshake.port, user: handshake.user), process: process, input: input.fileHandleForWriting,
+            lines: lines)
+    }
+
+    /// Stops the server (a fast shutdown: connections are cut), returning once it is down.
+    public func stop() async throws { try await send("stop", expecting: "stopped") }
+
+    /// Starts it again on the same port and data, returning once it accepts connections.
+    public func restart() async throws { try await send("start", expecting: "started") }
+
+    /// Stops the server and removes its data.
+    public func close() {
+        try? input.close()
+        process.waitUntilExit()
+    }
+
+    private func send(_ command: String, expecting key: String) async throws {
+        input.write(Data((command + "\n").utf8))
+        var iterator = lines.makeAsyncIterator()
+        let answer = await iterator.next() ?? ""
+        guard answer.contains("\"\(key)\": true") else { throw ScriptServerUnavailable(script: "postgres_server.py \(command)", output: answer) }
+    }
+}

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """A throwaway PostgreSQL server on 127.0.0.1 for the tests: started, announced, stopped when stdin closes.
 
+Lines on stdin, `stop` and `start`, stop the server (fast shutdown) and start it again on the same port and data, each
+answered by one JSON line once done: for the tests of what Herald does while PostgreSQL is down.
+
 Runs Debian's PostgreSQL 15 (`apt-get install postgresql`): `initdb` on a new temporary directory, then `pg_ctl start`
 on a free loopback port, fsync off (a test database need not survive a power cut). PostgreSQL refuses to run as root,
 so as root both run as the `postgres` user. Once the server accepts connections this prints one JSON line,
@@ -52,7 +55,15 @@ def main():
             with open(os.path.join(directory, "log"), errors="replace") as log:
                 raise RuntimeError(f"pg_ctl start failed: {log.read()[-2000:]}")
         print(json.dumps({"port": port, "user": "postgres"}), flush=True)
-        sys.stdin.read()
+        # Commands, a line each, for the tests that take the server down mid-run; each is answered with a line.
+        for command in sys.stdin:
+            if command.strip() == "stop":
+                subprocess.run(as_postgres([f"{BIN}/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"]), capture_output=True, timeout=60)
+                print(json.dumps({"stopped": True}), flush=True)
+            elif command.strip() == "start":
+                result = subprocess.run(as_postgres([f"{BIN}/pg_ctl", "-D", data, "-o", options, "-l", os.path.join(directory, "log"),
+                                                     "-w", "-t", "60", "start"]), capture_output=True, timeout=90)
+                print(json.dumps({"started": result.returncode == 0}), flush=True)
     except Exception as error:  # noqa: BLE001 - reported to the test, which fails with it
         print(json.dumps({"error": str(error)}), flush=True)
     finally:

@@ -69,7 +69,7 @@ public final class AccessGate: Gate {
             _ = failureLimit?.take(address, now: now)
             return Self.unauthorized(invalidToken: true)
         case .unavailable?:
-            return HTTPError(.serviceUnavailable, detail: "API keys cannot be checked right now", headerFields: [.retryAfter: "1"])
+            return .databaseUnavailable("API keys cannot be checked right now: the database cannot be reached; try again shortly")
         }
         if let keyLimit, let id = caller.keyID, case .limited(let retryAfter) = keyLimit.take(id, now: now) {
             return Self.tooManyRequests(

@@ -1,5 +1,6 @@
 import HTTPTypes
 import HeraldCore
+import HeraldStorage
 import MicroHTTP
 
 extension ServiceError: HTTPErrorConvertible {
@@ -24,7 +25,17 @@ extension ServiceError: HTTPErrorConvertible {
     }
 }
 
+extension StorageUnavailable: HTTPErrorConvertible {
+    /// 503 with `Retry-After`: the database is down or not answering, and the call may be tried again shortly.
+    public var httpError: HTTPError { .databaseUnavailable("the database cannot be reached now; try again shortly") }
+}
+
 extension HTTPError {
+    /// 503 for a call the database could not serve now (down, restarting, not answering): try again in a few seconds.
+    static func databaseUnavailable(_ detail: String) -> HTTPError {
+        HTTPError(.serviceUnavailable, detail: detail, headerFields: [.retryAfter: "5"])
+    }
+
     /// 404 for an id that names nothing (also for a malformed id).
     static func unknown(_ kind: String, _ id: String) -> HTTPError {
         HTTPError(.notFound, detail: "no \(kind) with id \(id)")

@@ -49,6 +49,7 @@ struct JobRecord: Decodable, FetchableRecord, TableRecord {
     var createdAt: String
     var startedAt: String?
     var finishedAt: String?
+    var lockedBy: String?
 
     enum CodingKeys: String, CodingKey {
         case id, state, priority, attempt
@@ -61,6 +62,7 @@ struct JobRecord: Decodable, FetchableRecord, TableRecord {
         case createdAt = "created_at"
         case startedAt = "started_at"
         case finishedAt = "finished_at"
+        case lockedBy = "locked_by"
     }
 }
 
@@ -157,6 +159,7 @@ struct Job: ResponseEncodable {
         case createdAt = "created_at"
         case startedAt = "started_at"
         case finishedAt = "finished_at"
+        case runner
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -175,6 +178,7 @@ struct Job: ResponseEncodable {
         try container.encode(record.createdAt, forKey: .createdAt)
         try container.encode(record.startedAt, forKey: .startedAt)
         try container.encode(record.finishedAt, forKey: .finishedAt)
+        try container.encode(record.lockedBy, forKey: .runner)
     }
 }
 
