@@ -155,8 +155,10 @@ CREATE TABLE webhook_deliveries (
     status           text        NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
     last_status_code integer,
     last_error       text,
-    -- Due time of the next attempt: set exactly while pending.
+    -- Due time of the next attempt: set exactly while pending. A claim pushes it to the claim's end.
     next_attempt_at  timestamptz,
+    -- The replica whose attempt has claimed it, until the attempt is recorded.
+    claimed_by       text,
     delivered_at     timestamptz,
     created_at       timestamptz NOT NULL,
     CHECK ((status = 'pending') = (next_attempt_at IS NOT NULL)),

@@ -131,7 +131,8 @@ public struct Application: Sendable {
             configuration: WebhookConfiguration(
                 timeout: .seconds(configuration.webhookTimeout), attempts: configuration.webhookAttempts,
                 allowPrivate: configuration.webhookAllowPrivate, retry: .webhookDeliveries(base: configuration.webhookRetryBase),
-                shutdownGrace: .seconds(configuration.shutdownGrace), tls: configuration.webhookTLS),
+                shutdownGrace: .seconds(configuration.shutdownGrace), tls: configuration.webhookTLS, replica: configuration.replicaID,
+                isSoleProcess: configuration.database == nil),
             resolver: configuration.webhookResolver, version: HeraldConfiguration.version, logger: logger)
         WebhookRoutes(
             service: WebhookService(

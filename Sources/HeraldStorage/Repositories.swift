@@ -173,10 +173,15 @@ public protocol WebhookRepository: Sendable {
     func delete(id: WebhookID, tenant: Tenant) async throws -> Bool
     /// One page of the endpoint's deliveries, newest first; nil if `tenant` has no such endpoint.
     func deliveries(of id: WebhookID, tenant: Tenant, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<WebhookDelivery>?
-    /// Pending deliveries due at `now`, oldest due first, but for those in `excluded` (being attempted).
-    func due(now: Timestamp, excluding excluded: Set<DeliveryID>, limit: Int) async throws -> [PendingDelivery]
-    /// When the next pending delivery not in `excluded` is due; nil when none is pending.
-    func nextDue(excluding excluded: Set<DeliveryID>) async throws -> Timestamp?
+    /// Claims up to `limit` pending deliveries due at `now` for `replica`, oldest due first: each is due again only at
+    /// `leaseUntil`, so that no other replica attempts it meanwhile, and so that another does if this one dies before
+    /// recording it.
+    func claimDue(now: Timestamp, leaseUntil: Timestamp, limit: Int, by replica: String) async throws -> [PendingDelivery]
+    /// The claims `replica` holds (every claim when nil: the only process on the database) are dropped, their deliveries
+    /// due at `now`: what a process starting again does. Returns how many.
+    func releaseClaims(heldBy replica: String?, now: Timestamp) async throws -> Int
+    /// When the next pending delivery is due; nil when none is pending.
+    func nextDue() async throws -> Timestamp?
     /// Records one attempt of `id` (its count grows by one) and what it came to.
     func record(_ id: DeliveryID, _ outcome: DeliveryOutcome, now: Timestamp) async throws
     /// A pending delivery whose endpoint is disabled is failed without an attempt.
@@ -187,8 +192,10 @@ public protocol WebhookRepository: Sendable {
 
 /// The objects failed and cancelled jobs may have left in the store, to delete: written with the job's end.
 public protocol ObjectDeletionRepository: Sendable {
-    /// Deletions due at `now`, soonest first, at most `limit`.
-    func due(now: Timestamp, limit: Int) async throws -> [PendingObjectDeletion]
+    /// Claims up to `limit` deletions due at `now`, soonest first: each is due again only at `leaseUntil` (its version,
+    /// ``PendingObjectDeletion/dueAt``, is then that), so no other replica takes it meanwhile and another does if this
+    /// one dies.
+    func claimDue(now: Timestamp, leaseUntil: Timestamp, limit: Int) async throws -> [PendingObjectDeletion]
     /// When the next deletion is due; nil when none is pending.
     func nextDue() async throws -> Timestamp?
     /// Whether `deletion` is still wanted: not removed by a re-publish, nor pushed back by a later job's end.

@@ -10,13 +10,20 @@ struct PostgresObjectDeletionRepository: ObjectDeletionRepository {
     let storage: PostgresStorage
 
     /// `due_at` as the token ``PendingObjectDeletion/dueAt`` carries (exact, whatever the session's time zone).
-    private static let version = "to_char(due_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    private static func version(of dueAt: String = "due_at") -> String {
+        "to_char(\(dueAt) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    }
 
-    func due(now: Timestamp, limit: Int) async throws -> [PendingObjectDeletion] {
+    /// One statement: the due rows locked, skipping those another replica is claiming, and pushed to `leaseUntil`.
+    func claimDue(now: Timestamp, leaseUntil: Timestamp, limit: Int) async throws -> [PendingObjectDeletion] {
         try await storage.run(
             """
-            SELECT media_id, content_type, \(unescaped: Self.version) AS version, attempts FROM object_deletions
-            WHERE due_at <= \(now) ORDER BY due_at LIMIT \(limit)
+            WITH due AS MATERIALIZED (
+                SELECT media_id FROM object_deletions WHERE due_at <= \(now) ORDER BY due_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            )
+            UPDATE object_deletions o SET due_at = \(leaseUntil) FROM due WHERE o.media_id = due.media_id
+            RETURNING o.media_id, o.content_type, \(unescaped: Self.version(of: "o.due_at")) AS version,
+                o.attempts
             """
         ).map { row in
             let row = Columns(row)
@@ -31,20 +38,20 @@ struct PostgresObjectDeletionRepository: ObjectDeletionRepository {
 
     func isPending(_ deletion: PendingObjectDeletion) async throws -> Bool {
         try await !storage.run(
-            "SELECT 1 FROM object_deletions WHERE media_id = \(deletion.mediaID) AND \(unescaped: Self.version) = \(deletion.dueAt)"
+            "SELECT 1 FROM object_deletions WHERE media_id = \(deletion.mediaID) AND \(unescaped: Self.version()) = \(deletion.dueAt)"
         ).isEmpty
     }
 
     func done(_ deletion: PendingObjectDeletion) async throws {
         try await storage.run(
-            "DELETE FROM object_deletions WHERE media_id = \(deletion.mediaID) AND \(unescaped: Self.version) = \(deletion.dueAt)")
+            "DELETE FROM object_deletions WHERE media_id = \(deletion.mediaID) AND \(unescaped: Self.version()) = \(deletion.dueAt)")
     }
 
     func retry(_ deletion: PendingObjectDeletion, at next: Timestamp, error: String) async throws {
         try await storage.run(
             """
             UPDATE object_deletions SET due_at = \(next), attempts = attempts + 1, last_error = \(String(error.prefix(500)))
-            WHERE media_id = \(deletion.mediaID) AND \(unescaped: Self.version) = \(deletion.dueAt)
+            WHERE media_id = \(deletion.mediaID) AND \(unescaped: Self.version()) = \(deletion.dueAt)
             """)
     }
 

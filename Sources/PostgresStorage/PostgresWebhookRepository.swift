@@ -91,13 +91,20 @@ struct PostgresWebhookRepository: WebhookRepository {
 
     // MARK: The dispatcher's side
 
-    func due(now: Timestamp, excluding excluded: Set<DeliveryID>, limit: Int) async throws -> [PendingDelivery] {
+    /// One statement: the due rows locked, skipping those another replica is claiming, and pushed to `leaseUntil`.
+    func claimDue(now: Timestamp, leaseUntil: Timestamp, limit: Int, by replica: String) async throws -> [PendingDelivery] {
         try await storage.run(
             """
-            SELECT d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.disabled, e.body
-            FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN webhook_events e ON e.id = d.event_id
-            WHERE d.status = 'pending' AND d.next_attempt_at <= \(now) AND NOT (d.id = ANY(\(excluded.map(\.rawValue))))
-            ORDER BY d.next_attempt_at LIMIT \(limit)
+            WITH due AS MATERIALIZED (
+                SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= \(now)
+                ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            ), claimed AS (
+                UPDATE webhook_deliveries d SET next_attempt_at = \(leaseUntil), claimed_by = \(replica) FROM due WHERE d.id = due.id
+                RETURNING d.id, d.webhook_id, d.event_id, d.attempts, d.created_at
+            )
+            SELECT c.id, c.webhook_id, c.event_id, c.attempts, w.url, w.secret, w.disabled, e.body
+            FROM claimed c JOIN webhooks w ON w.id = c.webhook_id JOIN webhook_events e ON e.id = c.event_id
+            ORDER BY c.created_at, c.id
             """
         ).map { row in
             let row = Columns(row)
@@ -108,12 +115,18 @@ struct PostgresWebhookRepository: WebhookRepository {
         }
     }
 
-    func nextDue(excluding excluded: Set<DeliveryID>) async throws -> Timestamp? {
+    func releaseClaims(heldBy replica: String?, now: Timestamp) async throws -> Int {
         try await storage.run(
             """
-            SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending' AND NOT (id = ANY(\(excluded.map(\.rawValue))))
+            UPDATE webhook_deliveries SET next_attempt_at = \(now), claimed_by = NULL
+            WHERE status = 'pending' AND claimed_by IS NOT NULL AND (\(replica)::text IS NULL OR claimed_by = \(replica))
+            RETURNING id
             """
-        ).first?.decode(Timestamp?.self)
+        ).count
+    }
+
+    func nextDue() async throws -> Timestamp? {
+        try await storage.run("SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'").first?.decode(Timestamp?.self)
     }
 
     func record(_ id: DeliveryID, _ outcome: DeliveryOutcome, now: Timestamp) async throws {
@@ -122,14 +135,14 @@ struct PostgresWebhookRepository: WebhookRepository {
             try await storage.run(
                 """
                 UPDATE webhook_deliveries SET attempts = attempts + 1, status = 'delivered', last_status_code = \(statusCode),
-                    last_error = NULL, next_attempt_at = NULL, delivered_at = \(now)
+                    last_error = NULL, next_attempt_at = NULL, delivered_at = \(now), claimed_by = NULL
                 WHERE id = \(id) AND status = 'pending'
                 """)
         case .retry(let statusCode, let error, let next):
             try await storage.run(
                 """
                 UPDATE webhook_deliveries SET attempts = attempts + 1, last_status_code = \(statusCode), last_error = \(error),
-                    next_attempt_at = \(next)
+                    next_attempt_at = \(next), claimed_by = NULL
                 WHERE id = \(id) AND status = 'pending'
                 """)
         case .failed(let statusCode, let error, let disable):
@@ -137,7 +150,7 @@ struct PostgresWebhookRepository: WebhookRepository {
                 try await transaction.run(
                     """
                     UPDATE webhook_deliveries SET attempts = attempts + 1, status = 'failed', last_status_code = \(statusCode),
-                        last_error = \(error), next_attempt_at = NULL
+                        last_error = \(error), next_attempt_at = NULL, claimed_by = NULL
                     WHERE id = \(id) AND status = 'pending'
                     """)
                 if disable {
@@ -151,7 +164,7 @@ struct PostgresWebhookRepository: WebhookRepository {
     func abandon(_ id: DeliveryID, reason: String) async throws {
         try await storage.run(
             """
-            UPDATE webhook_deliveries SET status = 'failed', last_error = \(reason), next_attempt_at = NULL
+            UPDATE webhook_deliveries SET status = 'failed', last_error = \(reason), next_attempt_at = NULL, claimed_by = NULL
             WHERE id = \(id) AND status = 'pending'
             """)
     }

@@ -71,8 +71,9 @@ final class DeletionQueue: WorkQueue {
 
     func id(of item: PendingObjectDeletion) -> MediaID { item.mediaID }
 
+    /// Claimed for a minute, far longer than a DELETE takes: in hand here, not due elsewhere.
     func claim(upTo limit: Int, inHand: Set<MediaID>, now: Timestamp) async throws -> [PendingObjectDeletion] {
-        try await deletions.due(now: now, limit: limit + inHand.count).filter { !inHand.contains($0.mediaID) }.prefix(limit).map { $0 }
+        try await deletions.claimDue(now: now, leaseUntil: now.adding(milliseconds: 60_000), limit: limit)
     }
 
     func nextDue(inHand: Set<MediaID>) async throws -> Timestamp? {

@@ -26,13 +26,23 @@ struct SQLiteObjectDeletionRepository: ObjectDeletionRepository {
         try db.run("DELETE FROM object_deletions WHERE media_id IN (SELECT id FROM media WHERE post_id = ?)", [postID])
     }
 
-    /// Deletions due at `now`, soonest first, at most `limit`.
-    func due(now: Timestamp, limit: Int) async throws -> [PendingObjectDeletion] {
-        try await pool.read { db in
+    /// Claims up to `limit` deletions due at `now`, soonest first, each due again only at `leaseUntil` (its new
+    /// version). Read first, written only when something is due: an idle clean-up commits nothing.
+    func claimDue(now: Timestamp, leaseUntil: Timestamp, limit: Int) async throws -> [PendingObjectDeletion] {
+        let due = try await pool.read { db in
+            try String.fetchAll(
+                db.cachedStatement(sql: "SELECT media_id FROM object_deletions WHERE due_at <= ? ORDER BY due_at LIMIT ?"),
+                arguments: [now.rfc3339, limit])
+        }
+        guard !due.isEmpty else { return [] }
+        return try await pool.write { db in
             try Row.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT media_id, content_type, due_at, attempts FROM object_deletions WHERE due_at <= ? ORDER BY due_at LIMIT ?"),
-                arguments: [now.rfc3339, limit]
+                db,
+                sql: """
+                    UPDATE object_deletions SET due_at = ? WHERE media_id IN (\(databaseQuestionMarks(count: due.count))) AND due_at <= ?
+                    RETURNING media_id, content_type, due_at, attempts
+                    """,
+                arguments: [leaseUntil.rfc3339] + StatementArguments(due) + [now.rfc3339]
             ).map { row in
                 PendingObjectDeletion(mediaID: row["media_id"], contentType: row["content_type"], dueAt: row["due_at"], attempts: row["attempts"])
             }

@@ -111,37 +111,58 @@ struct SQLiteWebhookRepository: WebhookRepository {
 
     // MARK: The dispatcher's side
 
-    /// Pending deliveries due at `now`, oldest due first, but for those in `excluded` (being attempted).
-    func due(now: Timestamp, excluding excluded: Set<DeliveryID>, limit: Int) async throws -> [PendingDelivery] {
-        try await pool.read { db in
-            let rows = try Row.fetchAll(
+    /// Claims up to `limit` pending deliveries due at `now`, oldest due first, each due again only at `leaseUntil`.
+    /// Read first, written only when something is due: an idle dispatcher commits nothing.
+    func claimDue(now: Timestamp, leaseUntil: Timestamp, limit: Int, by replica: String) async throws -> [PendingDelivery] {
+        let due = try await pool.read { db in
+            try String.fetchAll(
                 db.cachedStatement(
-                    sql: """
-                        SELECT d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.disabled, e.body
-                        FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN webhook_events e ON e.id = d.event_id
-                        WHERE d.status = 'pending' AND d.next_attempt_at <= ?
-                        ORDER BY d.next_attempt_at LIMIT ?
-                        """),
-                arguments: [now.rfc3339, limit + excluded.count]
-            )
-            return rows.lazy.map { row in
+                    sql: "SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?"),
+                arguments: [now.rfc3339, limit])
+        }
+        guard !due.isEmpty else { return [] }
+        return try await pool.write { db in
+            try db.run(
+                """
+                UPDATE webhook_deliveries SET next_attempt_at = ?, claimed_by = ?
+                WHERE id IN (\(databaseQuestionMarks(count: due.count))) AND status = 'pending' AND next_attempt_at <= ?
+                """,
+                [leaseUntil.rfc3339, replica] + StatementArguments(due) + [now.rfc3339])
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.disabled, e.body
+                    FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN webhook_events e ON e.id = d.event_id
+                    WHERE d.id IN (\(databaseQuestionMarks(count: due.count))) AND d.next_attempt_at = ?
+                    ORDER BY d.created_at, d.id
+                    """,
+                arguments: StatementArguments(due) + [leaseUntil.rfc3339])
+            return rows.map { row in
                 PendingDelivery(
                     id: row["id"], webhookID: row["webhook_id"], eventID: row["event_id"], attempts: row["attempts"], url: row["url"],
                     secret: row["secret"], endpointDisabled: (row["disabled"] as Int) != 0, body: [UInt8](row["body"] as Data))
             }
-            .filter { !excluded.contains($0.id) }
-            .prefix(limit).map { $0 }
         }
     }
 
-    /// When the next pending delivery not in `excluded` (being attempted) is due; nil when none is pending.
-    func nextDue(excluding excluded: Set<DeliveryID>) async throws -> Timestamp? {
+    /// The claims of `replica` (every one when nil) dropped: due at `now`.
+    func releaseClaims(heldBy replica: String?, now: Timestamp) async throws -> Int {
+        try await pool.write { db in
+            try db.run(
+                """
+                UPDATE webhook_deliveries SET next_attempt_at = ?, claimed_by = NULL
+                WHERE status = 'pending' AND claimed_by IS NOT NULL AND (? IS NULL OR claimed_by = ?)
+                """,
+                [now.rfc3339, replica, replica])
+            return db.changesCount
+        }
+    }
+
+    /// When the next pending delivery is due; nil when none is pending.
+    func nextDue() async throws -> Timestamp? {
         try await pool.read { db in
-            let rows = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT id, next_attempt_at FROM webhook_deliveries WHERE status = 'pending' ORDER BY next_attempt_at LIMIT ?"),
-                arguments: [excluded.count + 1])
-            return rows.first { !excluded.contains(DeliveryID($0["id"] as String)) }.flatMap { Timestamp(rfc3339: $0["next_attempt_at"]) }
+            try String.fetchOne(db.cachedStatement(sql: "SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'"))
+                .flatMap(Timestamp.init(rfc3339:))
         }
     }
 
@@ -153,19 +174,20 @@ struct SQLiteWebhookRepository: WebhookRepository {
                 try db.run(
                     """
                     UPDATE webhook_deliveries SET attempts = attempts + 1, status = 'delivered', last_status_code = ?, last_error = NULL,
-                        next_attempt_at = NULL, delivered_at = ? WHERE id = ? AND status = 'pending'
+                        next_attempt_at = NULL, delivered_at = ?, claimed_by = NULL WHERE id = ? AND status = 'pending'
                     """, [statusCode, now.rfc3339, id])
             case .retry(let statusCode, let error, let next):
                 try db.run(
                     """
-                    UPDATE webhook_deliveries SET attempts = attempts + 1, last_status_code = ?, last_error = ?, next_attempt_at = ?
+                    UPDATE webhook_deliveries SET attempts = attempts + 1, last_status_code = ?, last_error = ?, next_attempt_at = ?,
+                        claimed_by = NULL
                     WHERE id = ? AND status = 'pending'
                     """, [statusCode, error, next.rfc3339, id])
             case .failed(let statusCode, let error, let disable):
                 try db.run(
                     """
                     UPDATE webhook_deliveries SET attempts = attempts + 1, status = 'failed', last_status_code = ?, last_error = ?,
-                        next_attempt_at = NULL WHERE id = ? AND status = 'pending'
+                        next_attempt_at = NULL, claimed_by = NULL WHERE id = ? AND status = 'pending'
                     """, [statusCode, error, id])
                 if disable {
                     try db.run(
@@ -179,7 +201,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     func abandon(_ id: DeliveryID, reason: String) async throws {
         try await pool.write { db in
             try db.run(
-                "UPDATE webhook_deliveries SET status = 'failed', last_error = ?, next_attempt_at = NULL WHERE id = ? AND status = 'pending'",
+                "UPDATE webhook_deliveries SET status = 'failed', last_error = ?, next_attempt_at = NULL, claimed_by = NULL WHERE id = ? AND status = 'pending'",
                 [reason, id])
         }
     }

@@ -173,7 +173,7 @@ struct JobChangesTests {
             let error = Job.Failure(code: .internal, message: "boom")
             #expect(try await fixture.jobs.fail(JobLease(jobID: second.job.id, runner: "a", attempt: 1), error: error, now: At.at(4)) != .lostLease)
             #expect(announced.withLock { $0 } == 1)
-            let pending = try await webhooks.due(now: .now(), excluding: [], limit: 10)
+            let pending = try await webhooks.claimDue(now: .now(), leaseUntil: Timestamp.now().adding(milliseconds: 30_000), limit: 10, by: "a")
             #expect(pending.count == 1 && pending.first?.webhookID == failures.id)
             let body = try #require(try JSONSerialization.jsonObject(with: Data(pending[0].body)) as? [String: Any])
             #expect(body["type"] as? String == "job.failed")

@@ -28,11 +28,15 @@ public struct WebhookConfiguration: Sendable {
     public var shutdownGrace: Duration
     /// TLS for https endpoints; nil: async-http-client's default (the system's trust roots, full verification).
     public var tls: TLSConfiguration?
+    /// The name this process claims deliveries under (`--replica-id`).
+    public var replica: String
+    /// Whether this is the only process on the database (SQLite): at start it takes back every claim, not only its own.
+    public var isSoleProcess: Bool
 
     /// What `herald serve`'s options set has no default here (their defaults are `HeraldConfiguration`'s).
     public init(
         timeout: Duration, attempts: Int, allowPrivate: Bool, retry: RetryStrategy, concurrency: Int = 16, shutdownGrace: Duration,
-        tls: TLSConfiguration? = nil
+        tls: TLSConfiguration? = nil, replica: String = "herald", isSoleProcess: Bool = true
     ) {
         self.timeout = timeout
         self.attempts = attempts
@@ -41,6 +45,8 @@ public struct WebhookConfiguration: Sendable {
         self.concurrency = concurrency
         self.shutdownGrace = shutdownGrace
         self.tls = tls
+        self.replica = replica
+        self.isSoleProcess = isSoleProcess
     }
 }
 
@@ -100,6 +106,7 @@ final class DeliveryQueue: WorkQueue {
     let client: HTTPClient
     let observers = Mutex([@Sendable (DeliveryID, DeliveryOutcome) -> Void]())
     private let userAgent: String
+    private let claimsReleased = Atomic(false)
 
     init(webhooks: any WebhookRepository, configuration: WebhookConfiguration, resolver: any HostResolver, version: String, logger: Logger) {
         self.webhooks = webhooks
@@ -112,12 +119,22 @@ final class DeliveryQueue: WorkQueue {
 
     func id(of item: PendingDelivery) -> DeliveryID { item.id }
 
+    /// At the first pass, the claims a crash of this process left go back: their deliveries are sent again at once.
+    func prepare(now: Timestamp) async throws {
+        guard !claimsReleased.load(ordering: .relaxed) else { return }
+        let released = try await webhooks.releaseClaims(heldBy: configuration.isSoleProcess ? nil : configuration.replica, now: now)
+        claimsReleased.store(true, ordering: .relaxed)
+        if released > 0 { logger.notice("deliveries claimed before a restart are due again", metadata: ["count": "\(released)"]) }
+    }
+
+    /// Claimed until the attempt has surely ended (its timeout, twice, and some): in hand here, not due elsewhere.
     func claim(upTo limit: Int, inHand: Set<DeliveryID>, now: Timestamp) async throws -> [PendingDelivery] {
-        try await webhooks.due(now: now, excluding: inHand, limit: limit)
+        try await webhooks.claimDue(
+            now: now, leaseUntil: now.adding(configuration.timeout * 2 + .seconds(10)), limit: limit, by: configuration.replica)
     }
 
     func nextDue(inHand: Set<DeliveryID>) async throws -> Timestamp? {
-        try await webhooks.nextDue(excluding: inHand)
+        try await webhooks.nextDue()
     }
 
     func work(_ delivery: PendingDelivery, control: WorkControl) async {
