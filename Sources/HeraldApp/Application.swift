@@ -113,15 +113,21 @@ public struct Application: Sendable {
         let authenticator = Authenticator(keys: storage.keys, logger: logger)
         let keys = KeyService(keys: storage.keys) { authenticator.forget($0) }
         var initialKey: CreatedKey?
+        let gate: AccessGate
         switch configuration.auth {
         case .keys:
             initialKey = try await keys.createInitialAdmin()
-            router.gate = AccessGate(
+            gate = AccessGate(
                 mode: .keys(authenticator), requestsPerSecond: configuration.rateLimit, failuresPerMinute: configuration.authFailureLimit)
         case .off:
             logger.warning("--auth off: every /v1/ call is accepted without a key, as tenant 'default' with every scope")
-            router.gate = AccessGate(mode: .off, requestsPerSecond: 0, failuresPerMinute: 0)
+            gate = AccessGate(mode: .off, requestsPerSecond: 0, failuresPerMinute: 0)
         }
+        router.gate = gate
+        // With replicas, the limits are totals: each takes its share of them from the replicas alive.
+        let shares: [any Service] =
+            storageServices.isEmpty
+            ? [] : [LimitShare(queue: storage.queue, gate: gate, interval: .seconds(configuration.leaseRenew), logger: logger)]
         KeyRoutes(service: keys).register(in: &router)
         let sweeper = Sweeper(
             media: storage.media, posts: storage.posts, webhooks: storage.webhooks, staging: staging,
@@ -192,7 +198,7 @@ public struct Application: Sendable {
             dispatcher: dispatcher,
             cleaner: cleaner,
             store: store,
-            services: storageServices + storeServices + [cleaner, authenticator, sweeper, dispatcher, runner, server, readiness],
+            services: storageServices + storeServices + shares + [cleaner, authenticator, sweeper, dispatcher, runner, server, readiness],
             initialKey: initialKey,
             lock: lock,
             events: events,

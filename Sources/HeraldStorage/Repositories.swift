@@ -36,6 +36,16 @@ public protocol Storage: Sendable {
 public protocol JobStatusReader: Sendable {
     /// The job with this id, its uploads in media position order, their live bytes laid over; nil if `tenant` has none.
     func job(id: JobID, tenant: Tenant) throws -> Job?
+    /// The same read from a task (a long-poll's): a backend whose read waits on the network answers without holding
+    /// a thread of the cooperative pool.
+    func read(id: JobID, tenant: Tenant) async throws -> Job?
+}
+
+extension JobStatusReader {
+    /// A read that does not wait on the network (SQLite's) is as quick from a task as from a thread.
+    public func read(id: JobID, tenant: Tenant) async throws -> Job? {
+        try job(id: id, tenant: tenant)
+    }
 }
 
 /// Publish jobs: read and cancelled by clients, claimed, leased and finished by a runner.

@@ -37,4 +37,9 @@ struct PostgresJobStatusReader: JobStatusReader {
         storage.uploadProgress.apply(to: &job)
         return job
     }
+
+    /// The same job through the pool, for a task: no thread waits on the database.
+    func read(id: JobID, tenant: Tenant) async throws -> Job? {
+        try await PostgresJobRepository(storage: storage).find(id: id, tenant: tenant)
+    }
 }

@@ -182,21 +182,52 @@ public final class PostgresStorage: Storage, Service {
     /// answer in time) is thrown as `StorageUnavailable`, whatever the driver said; other errors as they are.
     func guarded<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
-            guard let value = try await withTimeout(Self.deadline, operation) else {
-                throw StorageUnavailable(reason: "no answer within \(Self.deadline.components.seconds) s")
-            }
-            return value
+            return try await Self.race(operation, deadline: Self.deadline, logger: logger)
         } catch let error where Self.isUnavailable(error) {
             throw StorageUnavailable(reason: PostgresStartError.reason(error))
         }
     }
 
+    /// `operation`'s outcome, or ``DeadlinePassed`` once `deadline` has passed first, without waiting for the loser.
+    ///
+    /// `withTimeout` awaits the cancelled operation before it returns, and a call to a database that stopped answering
+    /// may not end even cancelled (a query in flight on a connection whose server went quiet): the caller must answer
+    /// within the deadline all the same. So the operation runs as a task of its own, cancelled when the deadline
+    /// passes and left to end by itself; it is short-lived work bounded by the driver's own timeouts, not a service.
+    static func race<T: Sendable>(
+        _ operation: @escaping @Sendable () async throws -> T, deadline: Duration, logger: Logger
+    ) async throws -> T {
+        let outcome = Outcome<T>()
+        let started = ContinuousClock.now
+        let work = Task {
+            let result: Result<T, any Error>
+            do {
+                result = .success(try await operation())
+            } catch {
+                result = .failure(error)
+            }
+            if !outcome.settle(result), ContinuousClock.now - started > deadline {
+                logger.notice("a database call ended after its deadline", metadata: ["after": "\(ContinuousClock.now - started)"])
+            }
+        }
+        let timer = Task {
+            try? await Task.sleep(for: deadline)
+            if outcome.settle(.failure(DeadlinePassed(deadline: deadline))) { work.cancel() }
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await outcome.value
+        } onCancel: {
+            work.cancel()
+            _ = outcome.settle(.failure(CancellationError()))
+        }
+    }
     /// Whether `error` says the database cannot be reached, rather than that a statement was refused.
     static func isUnavailable(_ error: any Error) -> Bool {
         if let error = error as? PostgresTransactionError {
             return [error.beginError, error.closureError, error.commitError].contains { $0.map(isUnavailable) ?? false }
         }
-        if error is BlockingTimeout { return true }
+        if error is BlockingTimeout || error is DeadlinePassed { return true }
         guard let error = error as? PSQLError else { return false }
         switch error.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
@@ -290,6 +321,47 @@ final class StartGate: Sendable {
                 return state.isOpen
             }
             if isOpen { waiter.resume() }
+        }
+    }
+}
+
+/// A database call did not answer within its deadline.
+struct DeadlinePassed: Error, CustomStringConvertible {
+    let deadline: Duration
+    var description: String { "no answer within \(deadline.components.seconds) s" }
+}
+
+/// The first outcome of a race, handed to the one waiter.
+final class Outcome<T: Sendable>: Sendable {
+    private struct State {
+        var result: Result<T, any Error>?
+        var waiter: CheckedContinuation<T, any Error>?
+    }
+
+    private let state = Mutex(State())
+
+    /// Records `result` if none was; whether it was the first.
+    func settle(_ result: Result<T, any Error>) -> Bool {
+        let (first, waiter) = state.withLock { state -> (Bool, CheckedContinuation<T, any Error>?) in
+            guard state.result == nil else { return (false, nil) }
+            state.result = result
+            defer { state.waiter = nil }
+            return (true, state.waiter)
+        }
+        waiter?.resume(with: result)
+        return first
+    }
+
+    /// The first outcome, once there is one.
+    var value: T {
+        get async throws {
+            try await withCheckedThrowingContinuation { continuation in
+                let settled = state.withLock { state -> Result<T, any Error>? in
+                    if state.result == nil { state.waiter = continuation }
+                    return state.result
+                }
+                if let settled { continuation.resume(with: settled) }
+            }
         }
     }
 }

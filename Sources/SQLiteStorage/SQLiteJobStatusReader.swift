@@ -27,12 +27,12 @@ struct SQLiteJobStatusReader: JobStatusReader {
 
     /// The job with this id, its uploads in media position order, their live bytes laid over; nil if `tenant` has none.
     func job(id: JobID, tenant: Tenant) throws -> Job? {
-        guard var job = try read(id: id, tenant: tenant) else { return nil }
+        guard var job = try fetch(id: id, tenant: tenant) else { return nil }
         progress.apply(to: &job)
         return job
     }
 
-    private func read(id: JobID, tenant: Tenant) throws -> Job? {
+    private func fetch(id: JobID, tenant: Tenant) throws -> Job? {
         try connections[next.take() % connections.count].withStatement { statement, db in
             var bound = id.rawValue
             var owner = tenant.rawValue

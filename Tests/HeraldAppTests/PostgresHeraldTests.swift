@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import HeraldCore
 import HeraldTestSupport
+import MicroHTTP
 import NIOCore
 import NIOHTTP1
 import PostgresStorage
@@ -72,10 +73,19 @@ struct PostgresHeraldTests {
 /// Herald while its PostgreSQL is down, and after it is back.
 @Suite("Herald when PostgreSQL is down", .serialized, .timeLimit(.minutes(2)))
 struct PostgresDownTests {
-    @Test("down: /readyz 503, calls 503 with Retry-After within 5 s, /healthz 200; back: Herald recovers without a restart")
+    @Test("down: /readyz 503, calls 503 problems with Retry-After, /healthz 200; back: Herald recovers without a restart")
     func downAndBack() async throws {
         let postgres = try await DedicatedPostgres.start()
-        defer { postgres.close() }
+        do {
+            try await downAndBack(postgres)
+            await postgres.close()
+        } catch {
+            await postgres.close()
+            throw error
+        }
+    }
+
+    private func downAndBack(_ postgres: DedicatedPostgres) async throws {
         let database = postgres.server.url(database: try await postgres.server.makeDatabase())
         try await withHerald(configure: { $0.database = database }) { base, _, _ in
             let created = try await createPost(base, ["text": "accepted before"])
@@ -86,13 +96,12 @@ struct PostgresDownTests {
             #expect(try await exchange(.GET, "\(base)/v1/jobs/\(jobID)?wait=30").json["state"] as? String == "succeeded")
 
             try await postgres.stop()
+            // Answered, not hung: the calls' own deadline ends each (its figure is the benchmark's, not a test's).
             for path in ["/v1/posts/\(postID)", "/v1/jobs/\(jobID)", "/v1/jobs?state=queued"] {
-                let started = ContinuousClock.now
                 let answer = try await exchange(.GET, base + path)
                 #expect(answer.status == .serviceUnavailable, "\(path)")
                 #expect(answer.headers["Retry-After"] == ["5"], "\(path)")
                 #expect(answer.headers["Content-Type"] == ["application/problem+json"], "\(path)")
-                #expect(ContinuousClock.now - started < .seconds(5), "\(path) took \(ContinuousClock.now - started)")
             }
             let refused = try await createPost(base, ["text": "refused while down"])
             #expect(refused.status == .serviceUnavailable)
@@ -174,12 +183,44 @@ struct ReplicaTests {
 
                     // Cancelled through the other replica: the runner's upload is cancelled, the job ends cancelled.
                     let other = runner == "one" ? "two" : "one"
-                    let started = ContinuousClock.now
                     #expect(try await exchange(.POST, "\(bases[other]!)/v1/jobs/\(jobID)/cancel").status == .accepted)
                     let ended = try await exchange(.GET, "\(bases[runner]!)/v1/jobs/\(jobID)?wait=30")
                     #expect(ended.json["state"] as? String == "cancelled" && ended.json["runner"] is NSNull)
                     #expect(store.sawCancellation == [MediaID(media)])
-                    #expect(ContinuousClock.now - started < .seconds(5), "the cancel took \(ContinuousClock.now - started)")
+                }
+            }
+        }
+    }
+
+    @Test("a key's rate limit is a total over the replicas: two together answer no more than the limit allows")
+    func rateLimitIsATotal() async throws {
+        let database = try await postgresDatabase()
+        @Sendable func replica(_ name: String) -> (inout HeraldConfiguration) -> Void {
+            {
+                $0.database = database
+                $0.replicaID = name
+                $0.rateLimit = 5
+                $0.leaseRenew = 1
+                $0.leaseTimeout = 3
+            }
+        }
+        try await withHerald(configure: replica("one")) { one, _, first in
+            let key = TestKey.current
+            try await withHerald(configure: replica("two")) { two, _, second in
+                try await TestKey.$current.withValue(key) {
+                    // Each has counted both replicas (a count every --lease-renew; bounded wait).
+                    func shared(_ application: Application) -> Bool { (application.router.gate as? AccessGate)?.sharedAmong == 2 }
+                    for _ in 0..<100 where !(shared(first) && shared(second)) { try await Task.sleep(for: .milliseconds(50)) }
+                    #expect(shared(first) && shared(second))
+
+                    let started = ContinuousClock.now
+                    var answered = 0
+                    for _ in 0..<30 {
+                        for base in [one, two] where try await exchange(.GET, "\(base)/v1/queue").status == .ok { answered += 1 }
+                    }
+                    let seconds = Double((ContinuousClock.now - started).components.seconds) + 1
+                    // At most 1.1 × (limit × T + burst) over both (10 a replica, 20 in all, had each kept the whole limit).
+                    #expect(answered >= 1 && Double(answered) <= 1.1 * (5 * seconds + 10), "\(answered) answered in about \(seconds) s")
                 }
             }
         }

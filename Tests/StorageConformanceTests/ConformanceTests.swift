@@ -23,6 +23,7 @@ struct ConformanceTests {
             #expect(try await storage.posts.find(id: created.post.id, tenant: .default) == created.post)
             #expect(try await storage.jobs.find(id: created.job.id, tenant: .default) == created.job)
             #expect(try storage.statusReader(connections: 1).job(id: created.job.id, tenant: .default) == created.job)
+            #expect(try await storage.statusReader(connections: 1).read(id: created.job.id, tenant: .default) == created.job)
             let medium = try #require(try await storage.media.find(id: media[0], tenant: .default))
             #expect(medium.postID == created.post.id && medium.state == .staged)
 

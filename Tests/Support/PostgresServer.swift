@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 public import PostgresNIO
+import Synchronization
 
 /// A PostgreSQL 15 server on 127.0.0.1 for the tests: one per test process, started on first use, stopped when it ends.
 ///
@@ -61,12 +62,15 @@ public final class DedicatedPostgres: @unchecked Sendable {
     private let process: Process
     private let input: FileHandle
     private let lines: AsyncStream<String>
+    /// Ends when the script has exited (set before it starts).
+    private let exited: AsyncStream<Void>
 
-    private init(server: PostgresServer, process: Process, input: FileHandle, lines: AsyncStream<String>) {
+    private init(server: PostgresServer, process: Process, input: FileHandle, lines: AsyncStream<String>, exited: AsyncStream<Void>) {
         self.server = server
         self.process = process
         self.input = input
         self.lines = lines
+        self.exited = exited
     }
 
     /// Starts a server; stop it with ``close()``.
@@ -82,22 +86,29 @@ public final class DedicatedPostgres: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         let (lines, continuation) = AsyncStream.makeStream(of: String.self)
-        // The script's lines, read on a thread of their own: a read blocks until the server answers.
-        let reading = output.fileHandleForReading
-        Thread.detachNewThread {
-            var line = Data()
-            while true {
-                let byte = reading.readData(ofLength: 1)
-                if byte.isEmpty { break }
-                if byte == Data("\n".utf8) {
-                    continuation.yield(String(decoding: line, as: UTF8.self))
-                    line = Data()
-                } else {
-                    line.append(byte)
-                }
+        // The script's lines, as its output becomes readable (a dispatch source: no thread of the test process waits
+        // on the pipe, so nothing keeps the process alive if a test ends without closing the script).
+        let pending = Mutex(Data())
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            guard !chunk.isEmpty else {
+                handle.readabilityHandler = nil
+                continuation.finish()
+                return
             }
-            continuation.finish()
+            let complete = pending.withLock { data -> [String] in
+                data.append(chunk)
+                var lines: [String] = []
+                while let end = data.firstIndex(of: UInt8(ascii: "\n")) {
+                    lines.append(String(decoding: data[data.startIndex..<end], as: UTF8.self))
+                    data = Data(data[data.index(after: end)...])
+                }
+                return lines
+            }
+            for line in complete { continuation.yield(line) }
         }
+        let (exited, exit) = AsyncStream.makeStream(of: Void.self)
+        process.terminationHandler = { _ in exit.finish() }
         try process.run()
         var iterator = lines.makeAsyncIterator()
         let first = await iterator.next() ?? ""
@@ -111,7 +122,7 @@ public final class DedicatedPostgres: @unchecked Sendable {
         }
         return DedicatedPostgres(
             server: PostgresServer(port: handshake.port, user: handshake.user), process: process, input: input.fileHandleForWriting,
-            lines: lines)
+            lines: lines, exited: exited)
     }
 
     /// Stops the server (a fast shutdown: connections are cut), returning once it is down.
@@ -120,10 +131,10 @@ public final class DedicatedPostgres: @unchecked Sendable {
     /// Starts it again on the same port and data, returning once it accepts connections.
     public func restart() async throws { try await send("start", expecting: "started") }
 
-    /// Stops the server and removes its data.
-    public func close() {
+    /// Stops the server and removes its data, returning once the script has exited (no thread waits for it).
+    public func close() async {
         try? input.close()
-        process.waitUntilExit()
+        for await _ in exited {}
     }
 
     private func send(_ command: String, expecting key: String) async throws {

@@ -1,6 +1,7 @@
 import HTTPTypes
 import HeraldCore
 public import MicroHTTP
+import Synchronization
 
 /// The trust boundary in front of `/v1/`: the failed-authentication limit per client address, the key, the
 /// per-key rate limit, then (once the route is known) the scope. Everything else (`/healthz`, `/metrics`, …) passes.
@@ -40,6 +41,17 @@ public final class AccessGate: Gate {
             failurePolicy = nil
         }
     }
+
+    /// The limits are totals over every replica: with `count` alive, this one admits 1/`count` of each.
+    func share(among count: Int) {
+        keyLimit?.share(among: count)
+        failureLimit?.share(among: count)
+        shared.store(max(1, count), ordering: .relaxed)
+    }
+
+    /// How many replicas the limits are shared among now.
+    var sharedAmong: Int { shared.load(ordering: .relaxed) }
+    private let shared = Atomic(1)
 
     public func admit(_ request: inout Request) -> HTTPError? {
         guard Self.isAPI(request.path) else { return nil }

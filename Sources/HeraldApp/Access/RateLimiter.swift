@@ -1,6 +1,7 @@
 import Synchronization
 
-/// Token buckets by key: `rate` tokens a second, at most `burst` saved up. Touched from HTTP threads, so behind a lock.
+/// Token buckets by key: `rate` tokens a second, at most `burst` saved up, over every replica: each replica's buckets
+/// hold its share, 1/N of both for N replicas alive (``share(among:)``). Touched from HTTP threads, so behind a lock.
 final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     /// What taking a token found.
     enum Decision: Equatable {
@@ -15,10 +16,12 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
         var updated: ContinuousClock.Instant
     }
 
-    /// Tokens added a second.
+    /// Tokens added a second, over every replica.
     let rate: Double
-    /// The most tokens a bucket holds (and holds when new).
+    /// The most tokens a bucket holds (and holds when new), over every replica.
     let burst: Double
+    /// The replicas alive, which share the limit: this one takes 1/N of it.
+    private let replicas = Atomic(1)
     /// Buckets kept at most; past it, the full ones (idle keys) are dropped, as they hold nothing a new one would not.
     private let capacity: Int
     private let buckets = Mutex<[Key: Bucket]>([:])
@@ -32,6 +35,16 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
         self.capacity = capacity
     }
 
+    /// This replica's part of the limit is 1/`count` of it (`count` replicas alive, this one among them).
+    func share(among count: Int) {
+        replicas.store(max(1, count), ordering: .relaxed)
+    }
+
+    /// Tokens added a second here.
+    private var localRate: Double { rate / Double(replicas.load(ordering: .relaxed)) }
+    /// The most tokens a bucket holds here: at least one, so that a small limit still answers.
+    private var localBurst: Double { max(1, burst / Double(replicas.load(ordering: .relaxed))) }
+
     /// Takes one token for `key`, if there is one.
     func take(_ key: Key, now: ContinuousClock.Instant = .now) -> Decision {
         update(key, now: now) { bucket in
@@ -43,20 +56,20 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
 
     /// Whether `key` has a token, without taking it or making a bucket: one lookup, for every request of an address.
     func check(_ key: Key, now: ContinuousClock.Instant = .now) -> Decision {
-        guard inUse.load(ordering: .relaxed), let bucket = buckets.withLock({ $0[key] }) else { return .allowed(remaining: Int(burst)) }
+        guard inUse.load(ordering: .relaxed), let bucket = buckets.withLock({ $0[key] }) else { return .allowed(remaining: Int(localBurst)) }
         let tokens = refilled(bucket, now: now)
         return tokens >= 1 ? .allowed(remaining: Int(tokens)) : .limited(retryAfter: retryAfter(tokens))
     }
 
     private func retryAfter(_ tokens: Double) -> Int {
-        max(1, Int(((1 - tokens) / rate).rounded(.up)))
+        max(1, Int(((1 - tokens) / localRate).rounded(.up)))
     }
 
     private func update(_ key: Key, now: ContinuousClock.Instant, _ body: (inout Bucket) -> Decision) -> Decision {
         inUse.store(true, ordering: .relaxed)
         return buckets.withLock { buckets in
             if buckets.count >= capacity, buckets[key] == nil { prune(&buckets, now: now) }
-            var bucket = buckets[key] ?? Bucket(tokens: burst, updated: now)
+            var bucket = buckets[key] ?? Bucket(tokens: localBurst, updated: now)
             if bucket.updated < now {
                 bucket.tokens = refilled(bucket, now: now)
                 bucket.updated = now
@@ -72,12 +85,12 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
         let elapsed = bucket.updated.duration(to: now)
         guard elapsed > .zero else { return bucket.tokens }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-        return min(burst, bucket.tokens + seconds * rate)
+        return min(localBurst, bucket.tokens + seconds * localRate)
     }
 
     /// Drops the buckets that have refilled; if every one is still in use, all of them (a flood of new keys).
     private func prune(_ buckets: inout [Key: Bucket], now: ContinuousClock.Instant) {
-        let full = Duration.seconds(burst / rate)
+        let full = Duration.seconds(localBurst / localRate)
         buckets = buckets.filter { $0.value.updated.duration(to: now) < full }
         if buckets.count >= capacity { buckets.removeAll() }
     }

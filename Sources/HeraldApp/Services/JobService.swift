@@ -35,14 +35,15 @@ struct JobService: Sendable {
     ///
     /// Waits for the job's change events, re-reading it after each that may have ended it (or after
     /// ``recheckInterval`` at most): never a busy loop, and a job that finishes answers at once. The event generation is taken before each read, so a
-    /// change landing between the read and the wait is not missed. Each read is the status poll's (``JobStatusReader``),
-    /// on the task's own thread: one prepared statement, shorter than the hop to a GRDB reader queue and back.
+    /// change landing between the read and the wait is not missed. Each read is the status poll's (``JobStatusReader``):
+    /// on SQLite on the task's own thread (one prepared statement, shorter than the hop to a GRDB reader queue and
+    /// back); on PostgreSQL through the pool, never holding the thread while the database answers.
     func job(_ id: String, tenant: Tenant, waitingUpTo timeout: Duration) async throws -> Job {
         guard let jobID = JobID(validating: id) else { throw ServiceError.notFound(kind: "job", id: id) }
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         var generation = changes.generation
-        guard var job = try status.job(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
+        guard var job = try await status.read(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
         while !job.done, !readiness.isDraining, !Task.isCancelled {
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero else { break }
@@ -52,7 +53,7 @@ struct JobService: Sendable {
             let skip = changes.changedButNotDone(jobID, after: generation)
             generation = changes.generation
             if skip { continue }
-            guard let current = try status.job(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
+            guard let current = try await status.read(id: jobID, tenant: tenant) else { throw ServiceError.notFound(kind: "job", id: id) }
             job = current
         }
         return job
