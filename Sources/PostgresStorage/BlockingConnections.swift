@@ -8,12 +8,12 @@ import Synchronization
 /// A few connections of their own for the reads that answer on their caller's thread (the status poll on an HTTP
 /// thread, a key's lookup by the gate): the thread waits for the answer, the event loop does the I/O.
 ///
-/// Never for a task of the cooperative pool when an `async` path exists: waiting holds the thread. Each wait is
-/// bounded (``timeout``): a database that does not answer fails the call, and its connection is dropped and made
-/// again by the next call.
+/// Never for a task of the cooperative pool when an `async` path exists: waiting holds the thread. A wait ends when
+/// the database is found unreachable (``Reachability``), or at the latest after ``PostgresStorage/stallLimit``; the
+/// call then fails, and its connection is dropped and made again by the next call.
 final class BlockingConnections: Sendable {
-    /// The longest a call waits for its connection, then for its answer: the API's 503 comes within 5 s.
-    static let timeout = TimeAmount.seconds(2)
+    /// The longest a connection takes to be made (a refused one fails at once).
+    static let connectTimeout = TimeAmount.seconds(3)
 
     /// One connection, made when first needed, used by one caller at a time.
     private final class Slot: Sendable {
@@ -23,16 +23,19 @@ final class BlockingConnections: Sendable {
     private let slots: [Slot]
     private let next = Atomic(0)
     private let url: DatabaseURL
+    private let reachability: Reachability
     private let logger: Logger
 
-    init(url: DatabaseURL, logger: Logger, count: Int = 4) {
+    init(url: DatabaseURL, reachability: Reachability, logger: Logger, count: Int = 4) {
         self.url = url
+        self.reachability = reachability
         self.logger = logger
         slots = (0..<max(count, 1)).map { _ in Slot() }
     }
 
     /// Runs `query` on one of the connections, waiting on this thread for its rows.
     func rows(_ query: PostgresQuery) throws -> [PostgresRow] {
+        if let problem = reachability.problem { throw StorageUnavailable(reason: problem) }
         let slot = slots[(next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % slots.count]
         return try slot.connection.withLock { connection in
             do {
@@ -43,6 +46,7 @@ final class BlockingConnections: Sendable {
                 // A failed or late query leaves the connection in doubt: the next call makes another.
                 if let connection { Self.discard(connection) }
                 connection = nil
+                if error is StorageUnavailable { throw error }
                 guard PostgresStorage.isUnavailable(error) else { throw error }
                 throw StorageUnavailable(reason: PostgresStartError.reason(error))
             }
@@ -62,7 +66,7 @@ final class BlockingConnections: Sendable {
     private func connect() throws -> PostgresConnection {
         let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
         var configuration = try url.connectionConfiguration()
-        configuration.options.connectTimeout = Self.timeout
+        configuration.options.connectTimeout = Self.connectTimeout
         let connecting = PostgresConnection.connect(on: eventLoop, configuration: configuration, id: 2, logger: logger)
         do {
             return try wait(connecting, on: eventLoop)
@@ -78,17 +82,18 @@ final class BlockingConnections: Sendable {
         connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
     }
 
-    /// The future's value, or ``BlockingTimeout`` once ``timeout`` has passed.
+    /// The future's value, or `StorageUnavailable` once the database is found unreachable, or ``DeadlinePassed`` once
+    /// the stall limit has passed.
     private func wait<T: Sendable>(_ future: EventLoopFuture<T>, on eventLoop: any EventLoop) throws -> T {
         let promise = eventLoop.makePromise(of: T.self)
         future.cascade(to: promise)
-        let timer = eventLoop.scheduleTask(in: Self.timeout) { promise.fail(BlockingTimeout()) }
-        defer { timer.cancel() }
+        let limit = PostgresStorage.stallLimit
+        let timer = eventLoop.scheduleTask(in: TimeAmount(limit)) { promise.fail(DeadlinePassed(limit: limit)) }
+        let watcher = reachability.watch { reason in promise.fail(StorageUnavailable(reason: reason)) }
+        defer {
+            reachability.unwatch(watcher)
+            timer.cancel()
+        }
         return try promise.futureResult.wait()
     }
-}
-
-/// PostgreSQL did not answer a blocking call within ``BlockingConnections/timeout``.
-struct BlockingTimeout: Error, CustomStringConvertible {
-    var description: String { "PostgreSQL did not answer within 2 s" }
 }

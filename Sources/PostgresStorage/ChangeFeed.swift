@@ -20,6 +20,11 @@ final class ChangeFeed: Sendable {
     static let applicationName = "herald-listener"
     /// How many jobs' versions are remembered; the oldest half is dropped beyond it.
     private static let remembered = 20_000
+    /// How often the listener asks the server whether it still answers, and how long it waits for the answer.
+    static let probeInterval = Duration.seconds(1)
+    static let probePatience = Duration.seconds(3)
+    /// How long the listener waits between refused connections.
+    static let retryInterval = Duration.milliseconds(500)
 
     private struct Known {
         var versions: [JobID: Int] = [:]
@@ -29,14 +34,16 @@ final class ChangeFeed: Sendable {
 
     private let changes: JobChanges
     private let url: DatabaseURL
+    private let reachability: Reachability
     private let logger: Logger
     private let known = Mutex(Known())
     /// How many times the listener has connected (for tests: a reconnection is seen).
     private let connections = Atomic(0)
 
-    init(changes: JobChanges, url: DatabaseURL, logger: Logger) {
+    init(changes: JobChanges, url: DatabaseURL, reachability: Reachability, logger: Logger) {
         self.changes = changes
         self.url = url
+        self.reachability = reachability
         self.logger = logger
     }
 
@@ -66,28 +73,64 @@ final class ChangeFeed: Sendable {
     /// The listener's connections so far.
     var connectionCount: Int { connections.load(ordering: .relaxed) }
 
-    /// Listens until cancelled, connecting again (after a second) whenever the connection is lost.
+    /// Listens until cancelled. A lost connection is made again at once, a refused one every ``retryInterval``; the
+    /// database counts as unreachable from a refusal or an unanswered probe until a connection is made.
     func listen() async {
         while !Task.isCancelled {
+            var connected = false
             do {
                 var configuration = try url.connectionConfiguration()
                 // Named, so that an operator (or a test) can tell the listener among the replicas' connections.
                 configuration.options.additionalStartupParameters = [("application_name", Self.applicationName)]
                 let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+                connected = true
+                reachability.markReachable()
                 do {
                     try await connection.listen(on: Self.channel) { notifications in
                         connections.add(1, ordering: .relaxed)
                         try await catchUp(connection)
-                        for try await notification in notifications { receive(notification.payload) }
+                        try await withThrowingTaskGroup { group in
+                            group.addTask { await self.probe(connection) }
+                            defer { group.cancelAll() }
+                            for try await notification in notifications { receive(notification.payload) }
+                        }
                     }
                 } catch {
-                    if !Task.isCancelled { logger.warning("the change listener lost its connection", metadata: ["error": "\(error)"]) }
+                    if !Task.isCancelled {
+                        logger.warning("the change listener lost its connection", metadata: ["error": "\(PostgresStartError.reason(error))"])
+                    }
                 }
                 try? await connection.close()
             } catch {
+                if PostgresStorage.isUnavailable(error) { reachability.markUnreachable(PostgresStartError.reason(error)) }
                 logger.warning("the change listener cannot connect", metadata: ["error": "\(PostgresStartError.reason(error))"])
             }
-            try? await Task.sleep(for: .seconds(1))
+            if !connected { try? await Task.sleep(for: Self.retryInterval) }
+        }
+    }
+
+    /// Asks the server every ``probeInterval`` whether it answers, until cancelled or it does not: then the database
+    /// counts as unreachable and the connection is closed (the listener connects again). The answer's wait is timed on
+    /// the connection's event loop, so a busy cooperative pool cannot make a late answer of a prompt one.
+    private func probe(_ connection: PostgresConnection) async {
+        while (try? await Task.sleep(for: Self.probeInterval)) != nil {
+            let answered = connection.eventLoop.makePromise(of: Void.self)
+            connection.query("SELECT 1", logger: logger).map { _ in }.cascade(to: answered)
+            let patience = Self.probePatience
+            let timer = connection.eventLoop.scheduleTask(in: TimeAmount(patience)) {
+                answered.fail(DeadlinePassed(limit: patience))
+            }
+            do {
+                try await answered.futureResult.get()
+                timer.cancel()
+            } catch let error as DeadlinePassed {
+                reachability.markUnreachable("PostgreSQL gave the listener \(error)")
+                try? await connection.close()
+                return
+            } catch {
+                // The connection failed: the notifications say so, and the listener connects again.
+                return
+            }
         }
     }
 

@@ -24,6 +24,8 @@ public final class PostgresStorage: Storage, Service {
     let feed: ChangeFeed
     /// Connections for the calls that answer on their caller's thread (the status poll, a key's lookup).
     let blocking: BlockingConnections
+    /// Whether the database can be reached, as the change listener finds it.
+    let reachability = Reachability()
 
     /// Where the database is.
     public let url: DatabaseURL
@@ -35,8 +37,8 @@ public final class PostgresStorage: Storage, Service {
         let changes = JobChanges()
         self.changes = changes
         self.uploadProgress = UploadProgress(changes: changes)
-        self.feed = ChangeFeed(changes: changes, url: url, logger: logger)
-        self.blocking = BlockingConnections(url: url, logger: logger)
+        self.feed = ChangeFeed(changes: changes, url: url, reachability: reachability, logger: logger)
+        self.blocking = BlockingConnections(url: url, reachability: reachability, logger: logger)
     }
 
     /// Connects to the database (waiting up to `timeout` for it to answer), applies the migrations it lacks, and
@@ -175,27 +177,34 @@ public final class PostgresStorage: Storage, Service {
         try await guarded { [logger] in try await self.client.query(query, logger: logger).collect() }
     }
 
-    /// The longest a call waits for the database before it is answered as unavailable: the API's 503 comes within 5 s.
-    static let deadline = Duration.seconds(4)
+    /// The longest a call waits for a database that the listener still finds reachable: a safety net for a server
+    /// that stops answering only some calls, not the outage signal (``Reachability`` is).
+    static let stallLimit = Duration.seconds(15)
 
-    /// `operation`, for at most ``deadline``: the database's unavailability (down, restarting, the connection cut, no
-    /// answer in time) is thrown as `StorageUnavailable`, whatever the driver said; other errors as they are.
+    /// `operation`, unless the database is or becomes unreachable first: that, a connection cut or refused, or no
+    /// answer within ``stallLimit`` is thrown as `StorageUnavailable`, whatever the driver said; other errors as they
+    /// are.
     func guarded<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        if let problem = reachability.problem { throw StorageUnavailable(reason: problem) }
         do {
-            return try await Self.race(operation, deadline: Self.deadline, logger: logger)
+            return try await Self.race(operation, reachability: reachability, stallLimit: Self.stallLimit, logger: logger)
+        } catch let error as StorageUnavailable {
+            throw error
         } catch let error where Self.isUnavailable(error) {
             throw StorageUnavailable(reason: PostgresStartError.reason(error))
         }
     }
 
-    /// `operation`'s outcome, or ``DeadlinePassed`` once `deadline` has passed first, without waiting for the loser.
+    /// `operation`'s outcome, or `StorageUnavailable` once the database is found unreachable, or ``DeadlinePassed``
+    /// once `stallLimit` has passed, without waiting for the loser.
     ///
-    /// `withTimeout` awaits the cancelled operation before it returns, and a call to a database that stopped answering
-    /// may not end even cancelled (a query in flight on a connection whose server went quiet): the caller must answer
-    /// within the deadline all the same. So the operation runs as a task of its own, cancelled when the deadline
-    /// passes and left to end by itself; it is short-lived work bounded by the driver's own timeouts, not a service.
+    /// A call waiting for the pool's connection while the database is down waits for the pool's circuit breaker (a
+    /// minute), and a query in flight to a server that went quiet may not end even cancelled: the caller must be
+    /// answered all the same. So the operation runs as a task of its own, cancelled when it loses and left to end by
+    /// itself; it is short-lived work bounded by the driver's own timeouts, not a service.
     static func race<T: Sendable>(
-        _ operation: @escaping @Sendable () async throws -> T, deadline: Duration, logger: Logger
+        _ operation: @escaping @Sendable () async throws -> T, reachability: Reachability, stallLimit: Duration,
+        logger: Logger
     ) async throws -> T {
         let outcome = Outcome<T>()
         let started = ContinuousClock.now
@@ -206,13 +215,17 @@ public final class PostgresStorage: Storage, Service {
             } catch {
                 result = .failure(error)
             }
-            if !outcome.settle(result), ContinuousClock.now - started > deadline {
-                logger.notice("a database call ended after its deadline", metadata: ["after": "\(ContinuousClock.now - started)"])
+            if !outcome.settle(result) {
+                logger.notice("a database call ended after it was answered", metadata: ["after": "\(ContinuousClock.now - started)"])
             }
         }
+        let watcher = reachability.watch { reason in
+            if outcome.settle(.failure(StorageUnavailable(reason: reason))) { work.cancel() }
+        }
+        defer { reachability.unwatch(watcher) }
         let timer = Task {
-            try? await Task.sleep(for: deadline)
-            if outcome.settle(.failure(DeadlinePassed(deadline: deadline))) { work.cancel() }
+            try? await Task.sleep(for: stallLimit)
+            if outcome.settle(.failure(DeadlinePassed(limit: stallLimit))) { work.cancel() }
         }
         defer { timer.cancel() }
         return try await withTaskCancellationHandler {
@@ -222,12 +235,13 @@ public final class PostgresStorage: Storage, Service {
             _ = outcome.settle(.failure(CancellationError()))
         }
     }
+
     /// Whether `error` says the database cannot be reached, rather than that a statement was refused.
     static func isUnavailable(_ error: any Error) -> Bool {
         if let error = error as? PostgresTransactionError {
             return [error.beginError, error.closureError, error.commitError].contains { $0.map(isUnavailable) ?? false }
         }
-        if error is BlockingTimeout || error is DeadlinePassed { return true }
+        if error is StorageUnavailable || error is DeadlinePassed { return true }
         guard let error = error as? PSQLError else { return false }
         switch error.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
@@ -325,10 +339,10 @@ final class StartGate: Sendable {
     }
 }
 
-/// A database call did not answer within its deadline.
+/// A database call did not answer within its limit.
 struct DeadlinePassed: Error, CustomStringConvertible {
-    let deadline: Duration
-    var description: String { "no answer within \(deadline.components.seconds) s" }
+    let limit: Duration
+    var description: String { "no answer within \(limit.components.seconds) s" }
 }
 
 /// The first outcome of a race, handed to the one waiter.

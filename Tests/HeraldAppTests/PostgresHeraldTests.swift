@@ -96,7 +96,7 @@ struct PostgresDownTests {
             #expect(try await exchange(.GET, "\(base)/v1/jobs/\(jobID)?wait=30").json["state"] as? String == "succeeded")
 
             try await postgres.stop()
-            // Answered, not hung: the calls' own deadline ends each (its figure is the benchmark's, not a test's).
+            // Answered, not hung: the listener finds the server gone and the calls fail at once.
             for path in ["/v1/posts/\(postID)", "/v1/jobs/\(jobID)", "/v1/jobs?state=queued"] {
                 let answer = try await exchange(.GET, base + path)
                 #expect(answer.status == .serviceUnavailable, "\(path)")
@@ -125,6 +125,57 @@ struct PostgresDownTests {
             #expect(try await exchange(.GET, "\(base)/v1/jobs/\(afterJob)?wait=30").json["state"] as? String == "succeeded")
             #expect(try await exchange(.GET, "\(base)/v1/posts/\(postID)").json["state"] as? String == "published")
             #expect(try await exchange(.GET, "\(base)/readyz").status == .ok)
+        }
+    }
+
+    @Test("stalled (its processes stopped): calls 503 problems, not hung, /readyz 503; going on: Herald recovers")
+    func stalledAndBack() async throws {
+        let postgres = try await DedicatedPostgres.start()
+        do {
+            try await stalledAndBack(postgres)
+            await postgres.close()
+        } catch {
+            try? await postgres.resume()
+            await postgres.close()
+            throw error
+        }
+    }
+
+    private func stalledAndBack(_ postgres: DedicatedPostgres) async throws {
+        let database = postgres.server.url(database: try await postgres.server.makeDatabase())
+        try await withHerald(configure: { $0.database = database }) { base, _, application in
+            let storage = try #require(application.storage as? PostgresStorage)
+            let created = try await createPost(base, ["text": "accepted before"])
+            let (post, job) = try postAndJob(created.json)
+            let postID = try #require(post["id"] as? String)
+            let jobID = try #require(job["id"] as? String)
+            #expect(try await exchange(.GET, "\(base)/v1/jobs/\(jobID)?wait=30").json["state"] as? String == "succeeded")
+
+            try await postgres.pause()
+            // No connection closes: the listener's unanswered probe says the server is gone, and ends the calls that
+            // wait (through the pool, and the status poll's own connections) as well as those that come after.
+            for path in ["/v1/posts/\(postID)", "/v1/jobs/\(jobID)", "/readyz"] {
+                let answer = try await exchange(.GET, base + path)
+                #expect(answer.status == .serviceUnavailable, "\(path)")
+            }
+            #expect(try await exchange(.GET, "\(base)/v1/posts/\(postID)").headers["Retry-After"] == ["5"])
+
+            try await postgres.resume()
+            var again: Answer?
+            for _ in 0..<20 {
+                let answer = try await createPost(base, ["text": "accepted after"])
+                if answer.status == .accepted {
+                    again = answer
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            let after = try #require(again, "Herald did not recover")
+            let afterJob = try #require(try postAndJob(after.json).job["id"] as? String)
+            #expect(try await exchange(.GET, "\(base)/v1/jobs/\(afterJob)?wait=30").json["state"] as? String == "succeeded")
+            #expect(try await exchange(.GET, "\(base)/v1/jobs/\(jobID)").json["state"] as? String == "succeeded")
+            // Nothing but the unanswered probe closed the listener's first connection.
+            #expect(storage.listenerConnections >= 2)
         }
     }
 }

@@ -61,6 +61,25 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("a slow call and a cut listener are no outage: the call is answered, and the next calls too")
+    func slowIsNotDown() async throws {
+        let server = try await PostgresServer.shared()
+        let url = try DatabaseURL(parsing: server.url(database: try await server.makeDatabase()))
+        let storage = try await PostgresStorage.open(url: url, logger: quiet)
+        try await running(storage) {
+            // Longer than any deadline a call could be given for an outage (the API answers one within 5 s).
+            async let slow = storage.run("SELECT pg_sleep(5.5)::text")
+            _ = try await storage.run("SELECT 1")
+            let cut = try await terminateListener(url)
+            // Answered through the pool while the listener connects again.
+            let answered = try await storage.run("SELECT 2").first?.decode(Int.self)
+            #expect(answered == 2)
+            let slept = try await slow
+            #expect(slept.count == 1, "the listener \(cut) was cut meanwhile")
+            #expect(storage.reachability.problem == nil)
+        }
+    }
+
     /// Terminates the listener connection of the one storage that listens on `url`'s database and waits until its
     /// backend has gone; its pid.
     private func terminateListener(_ url: DatabaseURL) async throws -> Int {

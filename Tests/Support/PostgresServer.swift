@@ -131,6 +131,12 @@ public final class DedicatedPostgres: @unchecked Sendable {
     /// Starts it again on the same port and data, returning once it accepts connections.
     public func restart() async throws { try await send("start", expecting: "started") }
 
+    /// Stops the server's processes (SIGSTOP) without closing anything: a server that no longer answers.
+    public func pause() async throws { try await send("pause", expecting: "paused") }
+
+    /// Lets the paused processes go on (SIGCONT).
+    public func resume() async throws { try await send("resume", expecting: "resumed") }
+
     /// Stops the server and removes its data, returning once the script has exited (no thread waits for it).
     public func close() async {
         try? input.close()

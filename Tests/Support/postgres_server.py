@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A throwaway PostgreSQL server on 127.0.0.1 for the tests: started, announced, stopped when stdin closes.
 
-Lines on stdin, `stop` and `start`, stop the server (fast shutdown) and start it again on the same port and data, each
-answered by one JSON line once done: for the tests of what Herald does while PostgreSQL is down.
+Lines on stdin, `stop` and `start`, stop the server (fast shutdown) and start it again on the same port and data;
+`pause` and `resume` stop and continue its processes (SIGSTOP, SIGCONT: a server that stops answering without closing
+anything). Each is answered by one JSON line once done: for the tests of what Herald does while PostgreSQL is down.
 
 Runs Debian's PostgreSQL 15 (`apt-get install postgresql`): `initdb` on a new temporary directory, then `pg_ctl start`
 on a free loopback port, fsync off (a test database need not survive a power cut). PostgreSQL refuses to run as root,
@@ -13,6 +14,7 @@ and stops the server at once and removes the directory. A failure prints {"error
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +32,23 @@ def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def cluster(data):
+    """The server's processes: the postmaster (first) and its children."""
+    with open(os.path.join(data, "postmaster.pid")) as pidfile:
+        postmaster = int(pidfile.readline())
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    # The parent's pid is the second field after the command's closing parenthesis.
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == postmaster:
+                        children.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return [postmaster, *children]
 
 
 def main():
@@ -64,10 +83,24 @@ def main():
                 result = subprocess.run(as_postgres([f"{BIN}/pg_ctl", "-D", data, "-o", options, "-l", os.path.join(directory, "log"),
                                                      "-w", "-t", "60", "start"]), capture_output=True, timeout=90)
                 print(json.dumps({"started": result.returncode == 0}), flush=True)
+            elif command.strip() == "pause":
+                # The postmaster first, so that it forks no new backend meanwhile.
+                for pid in cluster(data):
+                    os.kill(pid, signal.SIGSTOP)
+                print(json.dumps({"paused": True}), flush=True)
+            elif command.strip() == "resume":
+                for pid in reversed(cluster(data)):
+                    os.kill(pid, signal.SIGCONT)
+                print(json.dumps({"resumed": True}), flush=True)
     except Exception as error:  # noqa: BLE001 - reported to the test, which fails with it
         print(json.dumps({"error": str(error)}), flush=True)
     finally:
         if started:
+            try:
+                for pid in cluster(data):
+                    os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
             subprocess.run(as_postgres([f"{BIN}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"]), capture_output=True, timeout=60)
         shutil.rmtree(directory, ignore_errors=True)
 
