@@ -60,6 +60,13 @@ public struct Application: Sendable {
                 "--auth off is refused on --host \(configuration.host): without keys, only a loopback address may listen")
         }
         let tls = try tlsFiles(configuration)
+        // With PostgreSQL too, the data directory holds this replica's lock and its staged files.
+        do {
+            try FileManager.default.createDirectory(
+                atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw ConfigurationError("--data-dir \(configuration.dataDirectory): \(error.localizedDescription)")
+        }
         let (storage, storageServices) = try await openStorage(configuration, logger: logger)
         // One server per data directory: taken before anything runs, held as long as the application lives.
         let lock: DataDirectoryLock
@@ -208,6 +215,19 @@ public struct Application: Sendable {
         )
     }
 
+    /// The database `configuration` names (`--database`, else SQLite in the data directory), migrated and served
+    /// while `body` runs: for the commands that work on it without serving (`herald keys`, `herald check`).
+    public static func withStorage<T: Sendable>(
+        _ configuration: HeraldConfiguration, logger: Logger, _ body: (any Storage) async throws -> T
+    ) async throws -> T {
+        let (storage, services) = try await openStorage(configuration, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            for service in services { group.addTask { try await service.run() } }
+            defer { group.cancelAll() }
+            return try await body(storage)
+        }
+    }
+
     /// The database `--database` names, migrated, and the services it needs run (PostgreSQL's pool and listener,
     /// first in the group so that they stop last); SQLite in the data directory without it.
     static func openStorage(_ configuration: HeraldConfiguration, logger: Logger) async throws -> (any Storage, [any Service]) {
@@ -219,13 +239,6 @@ public struct Application: Sendable {
             url = try DatabaseURL(parsing: database)
         } catch {
             throw ConfigurationError(error.description)
-        }
-        // The data directory still holds this replica's lock and its temporary files.
-        do {
-            try FileManager.default.createDirectory(
-                atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw ConfigurationError("--data-dir \(configuration.dataDirectory): \(error.localizedDescription)")
         }
         do {
             let storage = try await PostgresStorage.open(url: url, logger: logger, timeout: configuration.databaseStartTimeout)

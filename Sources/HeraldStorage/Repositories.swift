@@ -72,8 +72,10 @@ public protocol JobRepository: Sendable {
     /// Claims up to `limit` due queued jobs in claim order (priority, `run_at`, creation, id), leased to `runner` until
     /// `leaseUntil`, in one transaction.
     func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob]
-    /// Extends the lease; false if the lease no longer holds the job (then its runner must stop and not commit).
-    func renewLease(_ lease: JobLease, until: Timestamp) async throws -> Bool
+    /// Extends the leases that still hold their jobs, in one statement (a replica renews all of its leases at once),
+    /// and says which of those jobs a client asked to cancel: the backstop for a cancel whose notification was lost.
+    /// A lease missing from the answer no longer holds its job (its runner must stop and not commit).
+    func renewLeases(_ leases: [JobLease], until: Timestamp) async throws -> LeaseRenewal
     /// Running jobs whose lease ended at or before `now` go back to queued. Returns their ids.
     func reclaimExpired(now: Timestamp) async throws -> [JobID]
     /// Running jobs held by `runner` go back to queued, lease or not: what a runner restarted under its own name does
@@ -99,6 +101,11 @@ extension JobRepository {
     /// Claims the next due queued job in claim order, as ``claim(upTo:runner:leaseUntil:now:)`` does; nil if none is due.
     public func claim(runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> ClaimedJob? {
         try await claim(upTo: 1, runner: runner, leaseUntil: leaseUntil, now: now).first
+    }
+
+    /// Extends one lease, as ``renewLeases(_:until:)`` does; false if it no longer holds the job.
+    public func renewLease(_ lease: JobLease, until: Timestamp) async throws -> Bool {
+        try await renewLeases([lease], until: until).held.contains(lease.jobID)
     }
 }
 
@@ -414,6 +421,19 @@ public struct JobLease: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "\(jobID) held by \(runner), attempt \(attempt)" }
+}
+
+/// What one renewal of a runner's leases found.
+public struct LeaseRenewal: Sendable, Equatable {
+    /// The jobs whose leases still held, now extended.
+    public var held: Set<JobID>
+    /// Those of them a client asked to cancel.
+    public var cancelRequested: Set<JobID>
+
+    public init(held: Set<JobID> = [], cancelRequested: Set<JobID> = []) {
+        self.held = held
+        self.cancelRequested = cancelRequested
+    }
 }
 
 /// A job the runner has just claimed: what it needs to upload the post's media.

@@ -117,14 +117,24 @@ struct PostgresJobRepository: JobRepository {
         }
     }
 
-    func renewLease(_ lease: JobLease, until: Timestamp) async throws -> Bool {
-        try await !storage.run(
+    func renewLeases(_ leases: [JobLease], until: Timestamp) async throws -> LeaseRenewal {
+        guard !leases.isEmpty else { return LeaseRenewal() }
+        let rows = try await storage.run(
             """
             UPDATE jobs SET locked_until = \(until)
-            WHERE id = \(lease.jobID) AND state = \(JobState.running.rawValue) AND locked_by = \(lease.runner) AND attempt = \(lease.attempt)
-            RETURNING id
-            """
-        ).isEmpty
+            FROM unnest(\(leases.map(\.jobID.rawValue))::text[], \(leases.map(\.runner))::text[], \(leases.map(\.attempt))::bigint[])
+                AS lease (id, runner, attempt)
+            WHERE jobs.id = lease.id AND jobs.locked_by = lease.runner AND jobs.attempt = lease.attempt
+                AND jobs.state = \(JobState.running.rawValue)
+            RETURNING jobs.id, jobs.cancel_requested
+            """)
+        var renewal = LeaseRenewal()
+        for row in rows {
+            let (id, cancel) = try row.decode((String, Bool).self)
+            renewal.held.insert(JobID(id))
+            if cancel { renewal.cancelRequested.insert(JobID(id)) }
+        }
+        return renewal
     }
 
     func reclaimExpired(now: Timestamp) async throws -> [JobID] {

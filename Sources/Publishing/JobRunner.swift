@@ -250,11 +250,14 @@ final class JobQueue: WorkQueue {
         }
     }
 
-    func renew(_ item: ClaimedJob) async throws -> WorkLoop<JobQueue>.Renewal {
-        guard try await jobs.renewLease(item.lease, until: Timestamp.now().adding(configuration.lease)) else {
-            return .lost
+    func renew(_ items: [ClaimedJob]) async throws -> [JobID: WorkLoop<JobQueue>.Renewal] {
+        let renewal = try await jobs.renewLeases(items.map(\.lease), until: Timestamp.now().adding(configuration.lease))
+        var renewals: [JobID: WorkLoop<JobQueue>.Renewal] = [:]
+        for item in items {
+            renewals[item.jobID] =
+                !renewal.held.contains(item.jobID) ? .lost : renewal.cancelRequested.contains(item.jobID) ? .stopRequested : .held
         }
-        return try await jobs.isCancelRequested(jobID: item.jobID) ? .stopRequested : .held
+        return renewals
     }
 
     func work(_ job: ClaimedJob, control: WorkControl) async {

@@ -19,15 +19,18 @@ public protocol WorkQueue: Sendable {
     func claim(upTo limit: Int, inHand: Set<ItemID>, now: Timestamp) async throws -> [Item]
     /// When the next item not in hand falls due; nil when none waits (the loop then sleeps until woken).
     func nextDue(inHand: Set<ItemID>) async throws -> Timestamp?
-    /// Renews the item's lease every heartbeat while it is worked: whether to go on. Never called without a heartbeat.
-    func renew(_ item: Item) async throws -> WorkLoop<Self>.Renewal
+    /// Renews the leases of the items in hand, all at once every heartbeat: whether each is to go on (one missing from
+    /// the answer is lost). Never called without a heartbeat.
+    func renew(_ items: [Item]) async throws -> [ItemID: WorkLoop<Self>.Renewal]
     /// Works one item to its end and records it. The work is cancelled when `control` stops it (its reason says why).
     func work(_ item: Item, control: WorkControl) async
 }
 
 extension WorkQueue {
     public func prepare(now: Timestamp) async throws {}
-    public func renew(_ item: Item) async throws -> WorkLoop<Self>.Renewal { .held }
+    public func renew(_ items: [Item]) async throws -> [ItemID: WorkLoop<Self>.Renewal] {
+        Dictionary(items.map { (id(of: $0), .held) }) { first, _ in first }
+    }
 }
 
 /// Why an item's work was stopped from outside.
@@ -67,7 +70,7 @@ public final class WorkControl: Sendable {
 }
 
 /// Drains one ``WorkQueue``: claims due items while workers are free, works each as a child task of one bounded group
-/// (with its lease renewed every heartbeat, where the queue leases), and sleeps until woken (``wake()``: a committed
+/// (their leases renewed together every heartbeat, where the queue leases), and sleeps until woken (``wake()``: a committed
 /// change the queue listens for, an item's end) or until the next item falls due, `idle` at the longest.
 ///
 /// Shutdown: ``stopClaiming()``, then the items in hand get `shutdownGrace` to finish, then each is stopped
@@ -117,8 +120,14 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
     private let finished = Signal()
     private let ended = Atomic(false)
     private let paused = Atomic(false)
+    /// An item in hand and its stop switch.
+    private struct Held: Sendable {
+        let item: Queue.Item
+        let control: WorkControl
+    }
+
     /// The items in hand, by id: behind a lock, since changes are heard on the committing thread.
-    private let inHand = Mutex<[Queue.ItemID: WorkControl]>([:])
+    private let inHand = Mutex<[Queue.ItemID: Held]>([:])
 
     public init(queue: Queue, configuration: Configuration, logger: Logger) {
         self.queue = queue
@@ -157,13 +166,24 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
 
     /// Stops the item `id` if it is in hand here.
     public func stop(_ id: Queue.ItemID, _ why: WorkStop) {
-        inHand.withLock { $0[id] }?.stop(why)
+        inHand.withLock { $0[id] }?.control.stop(why)
     }
 
     // MARK: The loop
 
     /// Claims and works items until ``stopClaiming()`` or cancellation; then drains.
     public func run() async {
+        await withDiscardingTaskGroup { renewing in
+            if let heartbeat = configuration.heartbeat { renewing.addTask { await self.renewLeases(every: heartbeat) } }
+            await work()
+            renewing.cancelAll()
+        }
+        ended.store(true, ordering: .relaxed)
+        finished.fire()
+    }
+
+    /// The claims and the items' group, until every item in hand has ended.
+    private func work() async {
         await withDiscardingTaskGroup { group in
             while !stopping.load(ordering: .relaxed), !Task.isCancelled {
                 var timeout = configuration.idle
@@ -189,8 +209,6 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
             }
             await drain()
         }
-        ended.store(true, ordering: .relaxed)
-        finished.fire()
     }
 
     private func start(_ item: Queue.Item, in group: inout DiscardingTaskGroup) {
@@ -198,7 +216,7 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
         let id = queue.id(of: item)
         record(
             inHand.withLock { inHand in
-                inHand[id] = control
+                inHand[id] = Held(item: item, control: control)
                 return inHand.count
             })
         group.addTask {
@@ -212,7 +230,7 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
         }
     }
 
-    /// The item's work beside its stop switch and its heartbeat: a stop cancels the work, which then ends as it sees fit.
+    /// The item's work beside its stop switch: a stop cancels the work, which then ends as it sees fit.
     private func work(_ item: Queue.Item, control: WorkControl) async {
         await withTaskGroup(of: Bool.self) { scope in
             scope.addTask {
@@ -220,10 +238,10 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
                 return true
             }
             scope.addTask {
-                await self.watch(item, control: control)
+                while !Task.isCancelled, control.stopReason == nil { await control.signal.wait(timeout: .seconds(3600)) }
                 return false
             }
-            // Whichever ends first, the other is cancelled: the work when stopped, the watch when the work is done.
+            // Whichever ends first, the other is cancelled: the work when stopped, the wait when the work is done.
             while let workEnded = await scope.next() {
                 scope.cancelAll()
                 if workEnded { break }
@@ -231,20 +249,20 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
         }
     }
 
-    /// Returns when `control` stops the item, renewing its lease every heartbeat meanwhile.
-    private func watch(_ item: Queue.Item, control: WorkControl) async {
-        while !Task.isCancelled, control.stopReason == nil {
-            guard let heartbeat = configuration.heartbeat else {
-                await control.signal.wait(timeout: .seconds(3600))
-                continue
-            }
-            await control.signal.wait(timeout: heartbeat)
-            if Task.isCancelled || control.stopReason != nil { break }
+    /// Renews the leases of every item in hand, in one call each `heartbeat`, and stops those lost or asked to stop;
+    /// until cancelled.
+    private func renewLeases(every heartbeat: Duration) async {
+        while (try? await Task.sleep(for: heartbeat)) != nil {
+            let held = inHand.withLock { Array($0.values) }.filter { $0.control.stopReason == nil }
+            guard !held.isEmpty else { continue }
             do {
-                switch try await queue.renew(item) {
-                case .held: break
-                case .stopRequested: control.stop(.stopRequested)
-                case .lost: control.stop(.lostLease)
+                let renewals = try await queue.renew(held.map(\.item))
+                for entry in held {
+                    switch renewals[queue.id(of: entry.item)] ?? .lost {
+                    case .held: break
+                    case .stopRequested: entry.control.stop(.stopRequested)
+                    case .lost: entry.control.stop(.lostLease)
+                    }
                 }
             } catch {
                 logger.warning("lease renewal failed", metadata: ["error": "\(error)"])
@@ -264,6 +282,6 @@ public final class WorkLoop<Queue: WorkQueue>: Sendable {
         while count > 0, ContinuousClock.now < deadline {
             await wakeup.wait(timeout: deadline - ContinuousClock.now)
         }
-        for control in inHand.withLock({ Array($0.values) }) { control.stop(.shutdown) }
+        for held in inHand.withLock({ Array($0.values) }) { held.control.stop(.shutdown) }
     }
 }

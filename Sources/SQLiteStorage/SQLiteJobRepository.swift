@@ -177,14 +177,24 @@ struct SQLiteJobRepository: JobRepository {
         }
     }
 
-    /// Extends the lease; false if the lease no longer holds the job (then its runner must stop and not commit).
-    func renewLease(_ lease: JobLease, until: Timestamp) async throws -> Bool {
-        try await storage.pool.write { db in
-            try db.run(
-                "UPDATE jobs SET locked_until = ? WHERE id = ? AND state = ? AND locked_by = ? AND attempt = ?",
-                [until.rfc3339, lease.jobID, JobState.running.rawValue, lease.runner, lease.attempt]
-            )
-            return db.changesCount == 1
+    /// Extends the leases that still hold their jobs, in one transaction; which of them a client asked to cancel.
+    func renewLeases(_ leases: [JobLease], until: Timestamp) async throws -> LeaseRenewal {
+        guard !leases.isEmpty else { return LeaseRenewal() }
+        return try await storage.pool.write { db in
+            var renewal = LeaseRenewal()
+            for lease in leases {
+                let cancel = try Bool.fetchOne(
+                    db,
+                    sql: """
+                        UPDATE jobs SET locked_until = ? WHERE id = ? AND state = ? AND locked_by = ? AND attempt = ?
+                        RETURNING cancel_requested
+                        """,
+                    arguments: [until.rfc3339, lease.jobID, JobState.running.rawValue, lease.runner, lease.attempt])
+                guard let cancel else { continue }
+                renewal.held.insert(lease.jobID)
+                if cancel { renewal.cancelRequested.insert(lease.jobID) }
+            }
+            return renewal
         }
     }
 

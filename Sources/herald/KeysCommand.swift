@@ -2,10 +2,12 @@ import ArgumentParser
 import Foundation
 import HeraldApp
 import HeraldCore
+import HeraldStorage
 import Logging
 import SQLiteStorage
 
-/// `herald keys create|list|revoke`: API keys, on the `--data-dir` database, while the server runs or not.
+/// `herald keys create|list|revoke`: API keys, on the database `serve` would use (`--data-dir`, `--database`), while
+/// the server runs or not.
 ///
 /// They open (creating and migrating) the database like the server, never take the server's lock, print results
 /// on stdout and log only to stderr.
@@ -15,24 +17,48 @@ struct Keys: AsyncParsableCommand {
         subcommands: [Create.self, List.self, Revoke.self]
     )
 
-    /// `--data-dir`, as `serve` reads it.
+    /// `--data-dir` and `--database`, as `serve` reads them.
     struct DataDirectory: ParsableArguments {
         @Option(help: "Database and staging files. [HERALD_DATA_DIR, default ./data]") var dataDir: String?
+        @Option(help: "PostgreSQL's URL, as `serve` takes it. [HERALD_DATABASE_URL, default SQLite in <data-dir>]")
+        var database: String?
 
-        /// The key service on the data directory's database.
-        func service() throws -> KeyService {
-            KeyService(keys: try storage().keys)
+        /// What the flags name, else their variables, else the defaults.
+        func configuration() throws -> HeraldConfiguration {
+            let environment = Environment()
+            var configuration = HeraldConfiguration()
+            configuration.dataDirectory = try dataDir ?? environment.string("HERALD_DATA_DIR") ?? configuration.dataDirectory
+            configuration.database = try database ?? environment.string("HERALD_DATABASE_URL")
+            return configuration
         }
 
-        /// The data directory's database, created and migrated if need be; logs go to stderr, warnings and worse.
-        func storage() throws -> SQLiteStorage {
+        /// The database, created and migrated if need be, open while `body` runs; logs go to stderr, warnings and
+        /// worse. A database that cannot be used exits 2 with the reason.
+        func withStorage<T: Sendable>(_ body: (any Storage, HeraldConfiguration) async throws -> T) async throws -> T {
+            Self.logToStandardError()
+            let configuration = try configuration()
+            do {
+                return try await Application.withStorage(configuration, logger: Logger(label: "herald")) { storage in
+                    try await body(storage, configuration)
+                }
+            } catch let error as ConfigurationError {
+                FileHandle.standardError.write(Data("herald: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+        }
+
+        /// The data directory's SQLite database, created and migrated if need be (for what only SQLite does).
+        func sqlite() throws -> SQLiteStorage {
+            Self.logToStandardError()
+            return try SQLiteStorage.open(directory: try configuration().dataDirectory, logger: Logger(label: "herald"))
+        }
+
+        private static func logToStandardError() {
             LoggingSystem.bootstrap { label in
                 var handler = StreamLogHandler.standardError(label: label)
                 handler.logLevel = .warning
                 return handler
             }
-            let directory = try dataDir ?? Environment().string("HERALD_DATA_DIR") ?? HeraldConfiguration().dataDirectory
-            return try SQLiteStorage.open(directory: directory, logger: Logger(label: "herald"))
         }
     }
 
@@ -46,15 +72,17 @@ struct Keys: AsyncParsableCommand {
         @Option(help: "read, publish or admin. [default: publish]") var scope: String?
 
         func run() async throws {
-            let service = try data.service()
-            do throws(KeyError) {
-                let created = try await service.create(name: name, tenant: tenant, scope: scope)
-                print(created.secret)
-                print("id=\(created.key.id) name=\(created.key.name) tenant=\(created.key.tenant) scope=\(created.key.scope.rawValue)")
-            } catch .invalid(let issues) {
-                throw ValidationError(KeyError.invalid(issues).description)
-            } catch .storage(let error) {
-                throw error
+            try await data.withStorage { storage, _ in
+                let service = KeyService(keys: storage.keys)
+                do throws(KeyError) {
+                    let created = try await service.create(name: name, tenant: tenant, scope: scope)
+                    print(created.secret)
+                    print("id=\(created.key.id) name=\(created.key.name) tenant=\(created.key.tenant) scope=\(created.key.scope.rawValue)")
+                } catch .invalid(let issues) {
+                    throw ValidationError(KeyError.invalid(issues).description)
+                } catch .storage(let error) {
+                    throw error
+                }
             }
         }
     }
@@ -65,7 +93,15 @@ struct Keys: AsyncParsableCommand {
         @OptionGroup var data: DataDirectory
 
         func run() async throws {
-            let service = try data.service()
+            let rows = try await data.withStorage { storage, _ in try await Self.rows(KeyService(keys: storage.keys)) }
+            let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+            for row in rows {
+                print(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  "))
+            }
+        }
+
+        /// The table's rows, its header first.
+        private static func rows(_ service: KeyService) async throws -> [[String]] {
             var rows: [[String]] = [["ID", "NAME", "TENANT", "SCOPE", "CREATED", "LAST USED", "REVOKED"]]
             var cursor: Cursor?
             repeat {
@@ -78,10 +114,7 @@ struct Keys: AsyncParsableCommand {
                 }
                 cursor = page.nextCursor
             } while cursor != nil
-            let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
-            for row in rows {
-                print(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  "))
-            }
+            return rows
         }
     }
 
@@ -92,8 +125,8 @@ struct Keys: AsyncParsableCommand {
         @Argument(help: "The key's id (from `herald keys list`).") var id: String
 
         func run() async throws {
-            let service = try data.service()
-            guard let key = try await service.revoke(id) else {
+            let revoked = try await data.withStorage { storage, _ in try await KeyService(keys: storage.keys).revoke(id) }
+            guard let key = revoked else {
                 FileHandle.standardError.write(Data("herald: no key with id \(id)\n".utf8))
                 throw ExitCode(1)
             }

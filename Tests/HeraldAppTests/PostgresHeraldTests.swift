@@ -68,6 +68,49 @@ struct PostgresHeraldTests {
             "\(error)".contains("cannot be reached") && !"\(error)".contains("secret")
         }
     }
+
+    @Test("herald keys, check and backup take --database (or HERALD_DATABASE_URL) as serve does")
+    func commands() async throws {
+        let database = try await postgresDatabase()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-commands-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let created = try runHerald(["keys", "create", "--name", "ops", "--scope", "admin", "--database", database, "--data-dir", directory])
+        #expect(created.status == 0, "\(created.err)")
+        let secret = try #require(created.out.split(separator: "\n").first.map(String.init))
+        let id = try #require(created.out.split(separator: "\n").dropFirst().first?.split(separator: " ").first { $0.hasPrefix("id=") }?.dropFirst(3))
+            .description
+        #expect(!created.err.contains("hrld_") && !created.err.contains("secret"))
+
+        let listed = try runHerald(["keys", "list", "--data-dir", directory], environment: ["HERALD_DATABASE_URL": database])
+        #expect(listed.status == 0, "\(listed.err)")
+        #expect(listed.out.contains(id) && listed.out.contains("ops") && listed.out.contains("admin"))
+
+        try await withHerald(configure: { $0.database = database }) { base, _, application in
+            // The key made by the command is PostgreSQL's: no initial key, and the server takes it.
+            #expect(application.initialKey == nil)
+            #expect(try await call(.GET, "\(base)/v1/queue", key: secret).status == .ok)
+            let revoked = try runHerald(["keys", "revoke", id, "--database", database])
+            #expect(revoked.status == 0, "\(revoked.err)")
+            // Revoked through the database alone: the running server refuses the key once it has read it again
+            // (within a second by the contract; bounded here: 50 tries).
+            var status = HTTPResponseStatus.ok
+            for _ in 0..<50 where status == .ok {
+                status = try await call(.GET, "\(base)/v1/queue", key: secret).status
+                if status == .ok { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(status == .unauthorized)
+        }
+
+        let checked = try runHerald(["check", "--database", database, "--data-dir", directory])
+        #expect(checked.status == 0, "\(checked.out) \(checked.err)")
+        #expect(checked.out.hasPrefix("ok"))
+
+        let copy = directory + "/copy.sqlite"
+        let backup = try runHerald(["backup", "--database", database, "--data-dir", directory, copy])
+        #expect(backup.status == 2)
+        #expect(backup.err.contains("pg_dump"))
+        #expect(!FileManager.default.fileExists(atPath: copy))
+    }
 }
 
 /// Herald while its PostgreSQL is down, and after it is back.

@@ -17,7 +17,7 @@ struct WorkLoopTests {
         #expect(queue.mostAtOnce <= 3 && queue.mostAtOnce >= 2, "ran \(queue.mostAtOnce) at once")
     }
 
-    @Test("a renewal that finds the lease lost stops the item's work (fencing), a stop request too; others go on")
+    @Test("the leases in hand are renewed in one call; one found lost stops its item's work (fencing), a stop request too; others go on")
     func leaseLossStopsTheWork() async throws {
         let queue = ListQueue(items: [1, 2, 3], holdUntilStopped: true)
         queue.renewals.withLock { $0 = [1: .lost, 2: .stopRequested] }
@@ -27,6 +27,9 @@ struct WorkLoopTests {
         try await withRunning(loop) {
             await queue.waitUntilStopped(2)
             #expect(queue.stops.withLock { $0 } == [1: .lostLease, 2: .stopRequested], "item 3 still runs")
+            // Claimed together, renewed together: one call for the three, then one for the one left.
+            #expect(queue.batches.withLock { $0.first } == [1, 2, 3])
+            #expect(queue.batches.withLock { $0.dropFirst().allSatisfy { $0 == [3] } })
             loop.stop(3, .stopRequested)
             await queue.waitUntilStopped(3)
         }
@@ -95,6 +98,8 @@ private final class ListQueue: WorkQueue {
     private let state: Mutex<State>
     private let holdUntilStopped: Bool
     let renewals = Mutex<[Int: WorkLoop<ListQueue>.Renewal]>([:])
+    /// The items of each renewal, in order.
+    let batches = Mutex<[[Int]]>([])
     let stops = Mutex<[Int: WorkStop]>([:])
     let started = Mutex<[Int]>([])
     let failingClaims = Mutex(0)
@@ -128,8 +133,10 @@ private final class ListQueue: WorkQueue {
         state.withLock { $0.due.isEmpty } ? nil : .now()
     }
 
-    func renew(_ item: Int) async throws -> WorkLoop<ListQueue>.Renewal {
-        renewals.withLock { $0[item] } ?? .held
+    func renew(_ items: [Int]) async throws -> [Int: WorkLoop<ListQueue>.Renewal] {
+        batches.withLock { $0.append(items.sorted()) }
+        let set = renewals.withLock { $0 }
+        return Dictionary(uniqueKeysWithValues: items.map { ($0, set[$0] ?? .held) })
     }
 
     func work(_ item: Int, control: WorkControl) async {

@@ -200,6 +200,35 @@ struct ConformanceTests {
         }
     }
 
+    @Test(
+        "a replica's leases are renewed in one call, which names the jobs asked to cancel and leaves out those that moved on",
+        arguments: Backend.allCases)
+    func renewingTogether(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let one = try await fixture.create("one", at: At.at(1))
+            let two = try await fixture.create("two", at: At.at(2))
+            let three = try await fixture.create("three", at: At.at(3))
+            let first = try await fixture.claim("a", leaseUntil: At.at(10), at: At.at(4))
+            let second = try await fixture.claim("a", leaseUntil: At.at(10), at: At.at(4))
+            let third = try await fixture.claim("a", leaseUntil: At.at(10), at: At.at(4))
+            #expect([first.jobID, second.jobID, third.jobID] == [one.job.id, two.job.id, three.job.id])
+            _ = try await storage.jobs.requestCancel(id: two.job.id, tenant: .default, now: At.at(5))
+            // The third moves on: its lease expires and another replica claims it.
+            #expect(try await storage.jobs.renewLeases([first.lease, second.lease], until: At.at(30)).held.count == 2)
+            #expect(try await storage.jobs.reclaimExpired(now: At.at(20)) == [three.job.id])
+            let taken = try await fixture.claim("b", leaseUntil: At.at(60), at: At.at(21))
+            #expect(taken.jobID == three.job.id)
+
+            let renewal = try await storage.jobs.renewLeases([first.lease, second.lease, third.lease], until: At.at(50))
+            #expect(renewal == LeaseRenewal(held: [one.job.id, two.job.id], cancelRequested: [two.job.id]))
+            // Extended: not expired at 49 s; the lease that moved on is the other replica's, untouched.
+            #expect(try await storage.jobs.reclaimExpired(now: At.at(49)).isEmpty)
+            #expect(try await storage.jobs.find(id: three.job.id, tenant: .default)?.runner == "b")
+            #expect(try await storage.jobs.renewLeases([], until: At.at(50)) == LeaseRenewal())
+        }
+    }
+
     @Test("a commit without every medium's object is refused and writes nothing: no half-published post", arguments: Backend.allCases)
     func commitNeedsEveryObject(_ backend: Backend) async throws {
         try await backend.withStorage { storage in
