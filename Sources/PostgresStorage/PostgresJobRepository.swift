@@ -94,7 +94,7 @@ struct PostgresJobRepository: JobRepository {
 
     func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob] {
         guard limit > 0 else { return [] }
-        return try await storage.write { transaction in
+        let claimed: [ClaimedJob] = try await storage.write { transaction in
             let claimed = try await PostgresTransitions.claim(transaction, upTo: limit, runner: runner, leaseUntil: leaseUntil, now: now)
             guard !claimed.isEmpty else { return [] }
             var media: [JobID: [ClaimedMedia]] = [:]
@@ -115,6 +115,8 @@ struct PostgresJobRepository: JobRepository {
             }
             return claimed.map { ClaimedJob(jobID: $0.jobID, postID: $0.postID, runner: runner, attempt: $0.attempt, media: media[$0.jobID] ?? []) }
         }
+        storage.liveUploads.hold(claimed.map(\.lease))
+        return claimed
     }
 
     func renewLeases(_ leases: [JobLease], until: Timestamp) async throws -> LeaseRenewal {
@@ -175,6 +177,7 @@ struct PostgresJobRepository: JobRepository {
 
     func commit(_ lease: JobLease, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: lease.jobID)
+        defer { storage.liveUploads.release(lease.jobID) }
         return try await storage.write { transaction in
             guard let held = try await Self.held(transaction, lease) else { return .lostLease }
             guard !held.cancelRequested else { return .cancelRequested }
@@ -194,6 +197,7 @@ struct PostgresJobRepository: JobRepository {
 
     func requeue(_ lease: JobLease) async throws {
         let uploads = storage.uploadProgress.uploads(of: lease.jobID)
+        defer { storage.liveUploads.release(lease.jobID) }
         try await storage.write { transaction in
             guard try await Self.held(transaction, lease) != nil else { return }
             try await PostgresTransitions.recordUploads(transaction, jobID: lease.jobID, uploads)  // their attempts count on
@@ -205,6 +209,7 @@ struct PostgresJobRepository: JobRepository {
 
     private func end(_ lease: JobLease, _ step: Transition, error: Job.Failure, now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: lease.jobID)
+        defer { storage.liveUploads.release(lease.jobID) }
         return try await storage.write { transaction in
             guard let held = try await Self.held(transaction, lease) else { return .lostLease }
             try await PostgresTransitions.recordUploads(transaction, jobID: lease.jobID, uploads)

@@ -26,6 +26,8 @@ public final class PostgresStorage: Storage, Service {
     let blocking: BlockingConnections
     /// Whether the database can be reached, as the change listener finds it.
     let reachability = Reachability()
+    /// The uploads of the jobs this replica runs, written for the other replicas to show.
+    let liveUploads = LiveUploads()
 
     /// Where the database is.
     public let url: DatabaseURL
@@ -66,8 +68,24 @@ public final class PostgresStorage: Storage, Service {
                 await self.pool.run()
             }
             group.addTask { await cancelWhenGracefulShutdown { await self.feed.listen() } }
+            group.addTask { await cancelWhenGracefulShutdown { await self.writeLiveUploads() } }
         }
         blocking.close()
+    }
+
+    /// Writes the running jobs' changed uploads every ``LiveUploads/interval``, until cancelled.
+    private func writeLiveUploads() async {
+        while (try? await Task.sleep(for: LiveUploads.interval)) != nil {
+            let pending = liveUploads.pending(in: uploadProgress)
+            guard !pending.isEmpty else { continue }
+            do {
+                let held = try await write { transaction in try await PostgresTransitions.recordLiveUploads(transaction, pending) }
+                liveUploads.wrote(pending, held: held)
+            } catch {
+                // Written with the next change, or with the job's end.
+                logger.debug("the live uploads were not written", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     /// The pool, once it runs.

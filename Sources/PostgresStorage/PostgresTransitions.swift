@@ -176,6 +176,39 @@ enum PostgresTransitions {
             "UPDATE jobs SET cancel_requested = true, version = version + 1 WHERE id = \(jobID) RETURNING \(unescaped: Transaction.changed)")
     }
 
+    /// Running jobs' uploads as their runners set them so far, each written only while its job's lease holds; the
+    /// jobs written get a new version (a change every replica hears). Returns the jobs whose leases held.
+    static func recordLiveUploads(_ transaction: Transaction, _ pending: [LiveUploads.Pending]) async throws -> Set<JobID> {
+        guard !pending.isEmpty else { return [] }
+        let moved = try await transaction.changeJobs(
+            """
+            WITH given AS (
+                SELECT * FROM unnest(
+                    \(pending.map(\.lease.jobID.rawValue))::text[], \(pending.map(\.lease.runner))::text[],
+                    \(pending.map(\.lease.attempt))::bigint[], \(pending.map(\.mediaID.rawValue))::text[],
+                    \(pending.map(\.upload.state.rawValue))::text[], \(pending.map(\.upload.attempts))::bigint[],
+                    \(pending.map { $0.upload.error ?? "" })::text[], \(pending.map { $0.upload.error != nil })::boolean[],
+                    \(pending.map(\.upload.bytes))::bigint[])
+                    AS given (job_id, runner, lease_attempt, media_id, state, attempts, error, has_error, bytes)
+            ), held AS (
+                UPDATE jobs SET version = version + 1
+                FROM (SELECT DISTINCT job_id, runner, lease_attempt FROM given) AS lease
+                WHERE jobs.id = lease.job_id AND jobs.locked_by = lease.runner AND jobs.attempt = lease.lease_attempt
+                    AND jobs.state = \(JobState.running.rawValue)
+                RETURNING \(unescaped: Transaction.changed)
+            ), written AS (
+                UPDATE uploads SET state = given.state, attempts = given.attempts,
+                    error = CASE WHEN given.has_error THEN given.error END,
+                    bytes_sent = CASE WHEN given.state = \(UploadState.uploaded.rawValue) THEN media.size ELSE given.bytes END
+                FROM given JOIN held ON held.id = given.job_id JOIN media ON media.id = given.media_id
+                WHERE uploads.job_id = given.job_id AND uploads.media_id = given.media_id
+                RETURNING uploads.job_id
+            )
+            SELECT id, version, state, cancel_requested FROM held
+            """)
+        return Set(try moved.map { try $0("id") })
+    }
+
     /// The uploads as the runner last set them (kept in memory until now: ``UploadProgress``), written in its job's
     /// final transaction before the step that ends it. An uploaded medium counts all its bytes.
     static func recordUploads(_ transaction: Transaction, jobID: JobID, _ uploads: [MediaID: UploadProgress.Upload]) async throws {

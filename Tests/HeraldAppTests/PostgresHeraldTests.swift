@@ -116,21 +116,50 @@ struct PostgresHeraldTests {
 /// Herald while its PostgreSQL is down, and after it is back.
 @Suite("Herald when PostgreSQL is down", .serialized, .timeLimit(.minutes(2)))
 struct PostgresDownTests {
-    @Test("down: /readyz 503, calls 503 problems with Retry-After, /healthz 200; back: Herald recovers without a restart")
-    func downAndBack() async throws {
+    /// How the database goes away.
+    enum Outage: String, CustomStringConvertible, CaseIterable {
+        /// Stopped (a fast shutdown): its connections are closed, new ones refused.
+        case stopped
+        /// Its processes stopped (SIGSTOP): nothing is closed, nothing answers.
+        case stalled
+
+        var description: String { rawValue }
+
+        func begin(_ postgres: DedicatedPostgres) async throws {
+            switch self {
+            case .stopped: try await postgres.stop()
+            case .stalled: try await postgres.pause()
+            }
+        }
+
+        func end(_ postgres: DedicatedPostgres) async throws {
+            switch self {
+            case .stopped: try await postgres.restart()
+            case .stalled: try await postgres.resume()
+            }
+        }
+    }
+
+    @Test(
+        "down: /readyz 503, calls 503 problems with Retry-After (not hung), /healthz 200; back: Herald recovers without a restart",
+        arguments: Outage.allCases)
+    func downAndBack(_ outage: Outage) async throws {
         let postgres = try await DedicatedPostgres.start()
         do {
-            try await downAndBack(postgres)
+            try await downAndBack(postgres, outage)
             await postgres.close()
         } catch {
+            // A stalled server's processes go on, so that closing stops them.
+            if outage == .stalled { try? await postgres.resume() }
             await postgres.close()
             throw error
         }
     }
 
-    private func downAndBack(_ postgres: DedicatedPostgres) async throws {
+    private func downAndBack(_ postgres: DedicatedPostgres, _ outage: Outage) async throws {
         let database = postgres.server.url(database: try await postgres.server.makeDatabase())
-        try await withHerald(configure: { $0.database = database }) { base, _, _ in
+        try await withHerald(configure: { $0.database = database }) { base, _, application in
+            let storage = try #require(application.storage as? PostgresStorage)
             let created = try await createPost(base, ["text": "accepted before"])
             #expect(created.status == .accepted)
             let (post, job) = try postAndJob(created.json)
@@ -138,8 +167,10 @@ struct PostgresDownTests {
             let jobID = try #require(job["id"] as? String)
             #expect(try await exchange(.GET, "\(base)/v1/jobs/\(jobID)?wait=30").json["state"] as? String == "succeeded")
 
-            try await postgres.stop()
-            // Answered, not hung: the listener finds the server gone and the calls fail at once.
+            try await outage.begin(postgres)
+            // Answered, not hung: the listener finds the server gone (a refused connection, or its probe unanswered
+            // while nothing closes), and the calls waiting then, as those that come after, fail at once. Through the
+            // pool (a post, a list) and the status poll's own connections (a job).
             for path in ["/v1/posts/\(postID)", "/v1/jobs/\(jobID)", "/v1/jobs?state=queued"] {
                 let answer = try await exchange(.GET, base + path)
                 #expect(answer.status == .serviceUnavailable, "\(path)")
@@ -151,7 +182,7 @@ struct PostgresDownTests {
             #expect(try await exchange(.GET, "\(base)/readyz").status == .serviceUnavailable)
             #expect(try await exchange(.GET, "\(base)/healthz").status == .ok)
 
-            try await postgres.restart()
+            try await outage.end(postgres)
             // Back without a restart of Herald: its pool and listener reconnect; a client honouring Retry-After gets
             // through (bounded: 20 tries).
             var again: Answer?
@@ -168,56 +199,8 @@ struct PostgresDownTests {
             #expect(try await exchange(.GET, "\(base)/v1/jobs/\(afterJob)?wait=30").json["state"] as? String == "succeeded")
             #expect(try await exchange(.GET, "\(base)/v1/posts/\(postID)").json["state"] as? String == "published")
             #expect(try await exchange(.GET, "\(base)/readyz").status == .ok)
-        }
-    }
-
-    @Test("stalled (its processes stopped): calls 503 problems, not hung, /readyz 503; going on: Herald recovers")
-    func stalledAndBack() async throws {
-        let postgres = try await DedicatedPostgres.start()
-        do {
-            try await stalledAndBack(postgres)
-            await postgres.close()
-        } catch {
-            try? await postgres.resume()
-            await postgres.close()
-            throw error
-        }
-    }
-
-    private func stalledAndBack(_ postgres: DedicatedPostgres) async throws {
-        let database = postgres.server.url(database: try await postgres.server.makeDatabase())
-        try await withHerald(configure: { $0.database = database }) { base, _, application in
-            let storage = try #require(application.storage as? PostgresStorage)
-            let created = try await createPost(base, ["text": "accepted before"])
-            let (post, job) = try postAndJob(created.json)
-            let postID = try #require(post["id"] as? String)
-            let jobID = try #require(job["id"] as? String)
-            #expect(try await exchange(.GET, "\(base)/v1/jobs/\(jobID)?wait=30").json["state"] as? String == "succeeded")
-
-            try await postgres.pause()
-            // No connection closes: the listener's unanswered probe says the server is gone, and ends the calls that
-            // wait (through the pool, and the status poll's own connections) as well as those that come after.
-            for path in ["/v1/posts/\(postID)", "/v1/jobs/\(jobID)", "/readyz"] {
-                let answer = try await exchange(.GET, base + path)
-                #expect(answer.status == .serviceUnavailable, "\(path)")
-            }
-            #expect(try await exchange(.GET, "\(base)/v1/posts/\(postID)").headers["Retry-After"] == ["5"])
-
-            try await postgres.resume()
-            var again: Answer?
-            for _ in 0..<20 {
-                let answer = try await createPost(base, ["text": "accepted after"])
-                if answer.status == .accepted {
-                    again = answer
-                    break
-                }
-                try await Task.sleep(for: .milliseconds(500))
-            }
-            let after = try #require(again, "Herald did not recover")
-            let afterJob = try #require(try postAndJob(after.json).job["id"] as? String)
-            #expect(try await exchange(.GET, "\(base)/v1/jobs/\(afterJob)?wait=30").json["state"] as? String == "succeeded")
-            #expect(try await exchange(.GET, "\(base)/v1/jobs/\(jobID)").json["state"] as? String == "succeeded")
-            // Nothing but the unanswered probe closed the listener's first connection.
+            // The listener's first connection was closed: by the server when stopped, by its unanswered probe when
+            // stalled (nothing else closes it then).
             #expect(storage.listenerConnections >= 2)
         }
     }
@@ -281,6 +264,54 @@ struct ReplicaTests {
                     let ended = try await exchange(.GET, "\(bases[runner]!)/v1/jobs/\(jobID)?wait=30")
                     #expect(ended.json["state"] as? String == "cancelled" && ended.json["runner"] is NSNull)
                     #expect(store.sawCancellation == [MediaID(media)])
+                }
+            }
+        }
+    }
+
+    @Test("an upload's bytes on one replica show on the other while the job runs; a cancel through the other ends it")
+    func progressAcrossReplicas() async throws {
+        let database = try await postgresDatabase()
+        // Each upload says half its bytes are taken, then waits until cancelled.
+        let stores = ["one": TestStore(default: .halfThenHang), "two": TestStore(default: .halfThenHang)]
+        @Sendable func replica(_ name: String) -> (inout HeraldConfiguration) -> Void {
+            {
+                $0.database = database
+                $0.replicaID = name
+            }
+        }
+        try await withHerald(configure: replica("one"), store: stores["one"]) { one, _, _ in
+            let key = TestKey.current
+            try await withHerald(configure: replica("two"), store: stores["two"]) { two, _, _ in
+                try await TestKey.$current.withValue(key) {
+                    let bases = ["one": one, "two": two]
+                    let media = try await uploadMedia(one)
+                    let created = try await createPost(one, ["text": "watched", "media_ids": [media]])
+                    let jobID = try #require(try postAndJob(created.json).job["id"] as? String)
+                    var job = try await exchange(.GET, "\(one)/v1/jobs/\(jobID)")
+                    for _ in 0..<100 where job.json["runner"] as? String == nil {
+                        try await Task.sleep(for: .milliseconds(50))
+                        job = try await exchange(.GET, "\(one)/v1/jobs/\(jobID)")
+                    }
+                    let runner = try #require(job.json["runner"] as? String)
+                    try await #require(stores[runner]).waitUntilInFlight(1)
+                    let other = try #require(bases[runner == "one" ? "two" : "one"])
+
+                    // The other replica reads the runner's bytes from PostgreSQL (bounded: 50 polls, 5 s).
+                    func upload(_ answer: Answer) -> [String: Any]? { (answer.json["uploads"] as? [[String: Any]])?.first }
+                    var seen = try await exchange(.GET, "\(other)/v1/jobs/\(jobID)")
+                    for _ in 0..<50 where upload(seen)?["bytes_sent"] as? Int ?? 0 == 0 {
+                        try await Task.sleep(for: .milliseconds(100))
+                        seen = try await exchange(.GET, "\(other)/v1/jobs/\(jobID)")
+                    }
+                    let size = try #require(upload(seen)?["size"] as? Int)
+                    #expect(upload(seen)?["bytes_sent"] as? Int == size / 2)
+                    #expect(upload(seen)?["state"] as? String == "uploading")
+                    #expect(seen.json["state"] as? String == "running")
+
+                    #expect(try await exchange(.POST, "\(other)/v1/jobs/\(jobID)/cancel").status == .accepted)
+                    let ended = try await exchange(.GET, "\(other)/v1/jobs/\(jobID)?wait=30")
+                    #expect(ended.json["state"] as? String == "cancelled")
                 }
             }
         }
