@@ -30,6 +30,18 @@ final class ChangeFeed: Sendable {
         var versions: [JobID: Int] = [:]
         /// The jobs in the order they were first seen, to drop the oldest.
         var order: [JobID] = []
+        /// Jobs as status polls last read them: each answers the next polls while its version is the last announced.
+        var polled: [JobID: Polled] = [:]
+        /// Whether every change is heard: the listener is connected and has caught up (else nothing is answered from
+        /// ``polled``, and it is emptied).
+        var listening = false
+    }
+
+    /// A job as a status poll read it from the database.
+    private struct Polled {
+        let tenant: Tenant
+        let version: Int
+        let job: Job
     }
 
     private let changes: JobChanges
@@ -39,6 +51,8 @@ final class ChangeFeed: Sendable {
     private let known = Mutex(Known())
     /// How many times the listener has connected (for tests: a reconnection is seen).
     private let connections = Atomic(0)
+    /// How many status polls were answered from memory (for tests).
+    private let pollHits = Atomic(0)
 
     init(changes: JobChanges, url: DatabaseURL, reachability: Reachability, logger: Logger) {
         self.changes = changes
@@ -64,10 +78,55 @@ final class ChangeFeed: Sendable {
         known.withLock { known in
             guard known.order.count > Self.remembered else { return }
             let dropped = known.order.prefix(known.order.count / 2)
-            for id in dropped { known.versions[id] = nil }
+            for id in dropped {
+                known.versions[id] = nil
+                known.polled[id] = nil
+            }
             known.order.removeFirst(dropped.count)
         }
         changes.publish(fresh)
+    }
+
+    // MARK: The status polls' memory
+
+    /// The job as a status poll last read it, if no change of it was announced since and every change is heard: the
+    /// poll's answer without a database round trip (another replica's change shows once its notification comes,
+    /// within the contract's 250 ms).
+    func polledJob(id: JobID, tenant: Tenant) -> Job? {
+        let job = known.withLock { known -> Job? in
+            guard known.listening, let polled = known.polled[id], polled.tenant == tenant, known.versions[id] == polled.version else {
+                return nil
+            }
+            return polled.job
+        }
+        if job != nil { pollHits.add(1, ordering: .relaxed) }
+        return job
+    }
+
+    /// Remembers `job`, read from the database at `version`, for the next polls: only if that version is the last
+    /// announced (a read ahead of its notification is not kept, and drops what was kept, so reads never go back).
+    func rememberPolled(_ job: Job, tenant: Tenant, version: Int) {
+        known.withLock { known in
+            if known.listening, known.versions[job.id] == version {
+                known.polled[job.id] = Polled(tenant: tenant, version: version, job: job)
+            } else if known.versions[job.id] ?? -1 < version {
+                known.polled[job.id] = nil
+            }
+        }
+    }
+
+    /// Status polls answered from memory so far.
+    var polledAnswers: Int { pollHits.load(ordering: .relaxed) }
+
+    /// Whether every change is heard now (the listener is connected and caught up).
+    var isListening: Bool { known.withLock { $0.listening } }
+
+    /// Sets whether every change is heard; a gap forgets the polls' memory (a change may have gone unheard).
+    private func setListening(_ listening: Bool) {
+        known.withLock { known in
+            known.listening = listening
+            if !listening { known.polled = [:] }
+        }
     }
 
     /// The listener's connections so far.
@@ -89,6 +148,8 @@ final class ChangeFeed: Sendable {
                     try await connection.listen(on: Self.channel) { notifications in
                         connections.add(1, ordering: .relaxed)
                         try await catchUp(connection)
+                        setListening(true)
+                        defer { setListening(false) }
                         try await withThrowingTaskGroup { group in
                             group.addTask { await self.probe(connection) }
                             defer { group.cancelAll() }

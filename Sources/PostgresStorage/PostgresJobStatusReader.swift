@@ -3,7 +3,8 @@ import HeraldStorage
 import PostgresNIO
 
 /// Reads one job for a status poll on the caller's (HTTP) thread, with one statement (one snapshot: the job and its
-/// uploads always agree), on a connection of ``BlockingConnections``.
+/// uploads always agree), on a connection of ``BlockingConnections``; or from memory, while the change feed says the
+/// job has not moved since the last poll read it (``ChangeFeed/polledJob(id:tenant:)``).
 struct PostgresJobStatusReader: JobStatusReader {
     let storage: PostgresStorage
 
@@ -11,7 +12,8 @@ struct PostgresJobStatusReader: JobStatusReader {
     static let query = """
         SELECT \(JobColumn.all.map { "jobs.\($0)" }.joined(separator: ", ")),
                uploads.media_id AS upload_media_id, uploads.state AS upload_state, uploads.attempts AS upload_attempts,
-               uploads.error AS upload_error, media.size AS upload_size, uploads.bytes_sent AS upload_bytes_sent
+               uploads.error AS upload_error, media.size AS upload_size, uploads.bytes_sent AS upload_bytes_sent,
+               jobs.version AS job_version
         FROM jobs
         LEFT JOIN media ON media.post_id = jobs.post_id
         LEFT JOIN uploads ON uploads.job_id = jobs.id AND uploads.media_id = media.id
@@ -20,6 +22,10 @@ struct PostgresJobStatusReader: JobStatusReader {
         """
 
     func job(id: JobID, tenant: Tenant) throws -> Job? {
+        if var job = storage.feed.polledJob(id: id, tenant: tenant) {
+            storage.uploadProgress.apply(to: &job)
+            return job
+        }
         var bindings = PostgresBindings(capacity: 2)
         bindings.append(id)
         bindings.append(tenant.rawValue)
@@ -34,6 +40,7 @@ struct PostgresJobStatusReader: JobStatusReader {
                     mediaID: mediaID, state: state, attempts: try row("upload_attempts"), error: try row("upload_error"),
                     size: try row("upload_size"), bytesSent: try row("upload_bytes_sent")))
         }
+        storage.feed.rememberPolled(job, tenant: tenant, version: try first("job_version"))
         storage.uploadProgress.apply(to: &job)
         return job
     }

@@ -61,6 +61,43 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("a status poll is answered from memory while its job has not moved, and read again once a change is heard")
+    func pollsFromMemory() async throws {
+        let server = try await PostgresServer.shared()
+        let url = try DatabaseURL(parsing: server.url(database: try await server.makeDatabase()))
+        let a = try await PostgresStorage.open(url: url, logger: quiet)
+        let b = try await PostgresStorage.open(url: url, logger: quiet)
+        try await running(a) {
+            try await running(b) {
+                // Hearing every change first (bounded: the listener connects within a second or two).
+                for _ in 0..<100 where !a.feed.isListening {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let creation = try await a.posts.create(PostRequest(text: "polled", mediaIDs: []), tenant: .default, idempotency: nil, now: .now())
+                guard case .created(let created) = creation else { throw PostgresTestError("expected a creation, got \(creation)") }
+                let id = created.job.id
+                let reader = try a.statusReader(connections: 1)
+                let read = try reader.job(id: id, tenant: .default)
+                #expect(read?.state == .queued)
+                let before = a.feed.polledAnswers
+                #expect(try reader.job(id: id, tenant: .default) == read)
+                #expect(a.feed.polledAnswers == before + 1)
+                // Another tenant's poll of the id is no hit.
+                #expect(try reader.job(id: id, tenant: try #require(Tenant(rawValue: "other"))) == nil)
+
+                // Cancelled through B: once A hears it, A's poll reads the job again and shows it.
+                var heard = a.changes.subscribe().makeAsyncIterator()
+                _ = try await b.jobs.requestCancel(id: id, tenant: .default, now: .now())
+                let cancelled = await next(&heard, of: id) { $0.state == .cancelled }
+                #expect(cancelled != nil)
+                #expect(try reader.job(id: id, tenant: .default)?.state == .cancelled)
+                #expect(a.feed.polledAnswers == before + 1)
+                #expect(try reader.job(id: id, tenant: .default)?.state == .cancelled)
+                #expect(a.feed.polledAnswers == before + 2)
+            }
+        }
+    }
+
     @Test("a slow call and a cut listener are no outage: the call is answered, and the next calls too")
     func slowIsNotDown() async throws {
         let server = try await PostgresServer.shared()
