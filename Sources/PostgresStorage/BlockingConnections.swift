@@ -46,9 +46,7 @@ final class BlockingConnections: Sendable {
                 // A failed or late query leaves the connection in doubt: the next call makes another.
                 if let connection { Self.discard(connection) }
                 connection = nil
-                if error is StorageUnavailable { throw error }
-                guard PostgresStorage.isUnavailable(error) else { throw error }
-                throw StorageUnavailable(reason: PostgresStartError.reason(error))
+                throw PostgresStorage.storageError(error)
             }
         }
     }

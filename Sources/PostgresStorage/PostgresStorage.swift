@@ -206,10 +206,8 @@ public final class PostgresStorage: Storage, Service {
         if let problem = reachability.problem { throw StorageUnavailable(reason: problem) }
         do {
             return try await Self.race(operation, reachability: reachability, stallLimit: Self.stallLimit, logger: logger)
-        } catch let error as StorageUnavailable {
-            throw error
-        } catch let error where Self.isUnavailable(error) {
-            throw StorageUnavailable(reason: PostgresStartError.reason(error))
+        } catch {
+            throw Self.storageError(error)
         }
     }
 
@@ -252,6 +250,13 @@ public final class PostgresStorage: Storage, Service {
             work.cancel()
             _ = outcome.settle(.failure(CancellationError()))
         }
+    }
+
+    /// `error` as callers see it: the database's unavailability as `StorageUnavailable` (kept as it is when it
+    /// already is one), any other error as it is.
+    static func storageError(_ error: any Error) -> any Error {
+        if error is StorageUnavailable || !isUnavailable(error) { return error }
+        return StorageUnavailable(reason: PostgresStartError.reason(error))
     }
 
     /// Whether `error` says the database cannot be reached, rather than that a statement was refused.

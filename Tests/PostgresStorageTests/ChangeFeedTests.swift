@@ -17,6 +17,12 @@ func running<T: Sendable>(_ storage: PostgresStorage, _ body: () async throws ->
     }
 }
 
+/// A new database on the tests' shared PostgreSQL.
+func freshDatabase() async throws -> DatabaseURL {
+    let server = try await PostgresServer.shared()
+    return try DatabaseURL(parsing: server.url(database: try await server.makeDatabase()))
+}
+
 /// The next change of `jobID` that `matches`, from a subscription of the storage's changes (the suite's time limit
 /// bounds the wait). Called outside `#expect`, whose expansion would work on a copy of the iterator.
 func next(
@@ -32,8 +38,7 @@ func next(
 struct ChangeFeedTests {
     @Test("a replica hears another's commits: those made before it listened, and those made while its listener was cut")
     func acrossReplicas() async throws {
-        let server = try await PostgresServer.shared()
-        let url = try DatabaseURL(parsing: server.url(database: try await server.makeDatabase()))
+        let url = try await freshDatabase()
         let a = try await PostgresStorage.open(url: url, logger: quiet)
         try await running(a) {
             let creation = try await a.posts.create(PostRequest(text: "heard", mediaIDs: []), tenant: .default, idempotency: nil, now: .now())
@@ -63,8 +68,7 @@ struct ChangeFeedTests {
 
     @Test("a status poll is answered from memory while its job has not moved, and read again once a change is heard")
     func pollsFromMemory() async throws {
-        let server = try await PostgresServer.shared()
-        let url = try DatabaseURL(parsing: server.url(database: try await server.makeDatabase()))
+        let url = try await freshDatabase()
         let a = try await PostgresStorage.open(url: url, logger: quiet)
         let b = try await PostgresStorage.open(url: url, logger: quiet)
         try await running(a) {
@@ -100,8 +104,7 @@ struct ChangeFeedTests {
 
     @Test("a slow call and a cut listener are no outage: the call is answered, and the next calls too")
     func slowIsNotDown() async throws {
-        let server = try await PostgresServer.shared()
-        let url = try DatabaseURL(parsing: server.url(database: try await server.makeDatabase()))
+        let url = try await freshDatabase()
         let storage = try await PostgresStorage.open(url: url, logger: quiet)
         try await running(storage) {
             // Longer than any deadline a call could be given for an outage (the API answers one within 5 s).
