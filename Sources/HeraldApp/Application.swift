@@ -95,7 +95,7 @@ public struct Application: Sendable {
                 // Replicas take over each other's jobs once their leases end: look for them as often as leases are
                 // renewed. Alone on SQLite, only a crash leaves an expired lease, and the restart takes it back.
                 reclaimInterval: .seconds(configuration.database == nil ? 10 : configuration.leaseRenew),
-                dataDirectory: configuration.dataDirectory,
+                staging: configuration.stagedBytes,
                 runnerID: configuration.replicaID,
                 // On SQLite this process holds the lock: no other can be running the jobs a crash left `running`.
                 reclaimAtStart: configuration.database == nil ? .everyJob : .ownJobs
@@ -110,7 +110,7 @@ public struct Application: Sendable {
                 until: Timestamp.now().adding(.seconds(configuration.leaseTimeout)))
         }
         let readiness = Readiness { runner.stopClaiming() }
-        let staging = StagingArea(dataDirectory: configuration.dataDirectory, minFreeBytes: configuration.minFreeDisk)
+        let staging = StagingArea(place: configuration.stagedBytes, store: store, minFreeBytes: configuration.minFreeDisk)
         // Under the lock, before anything serves: what a crash left mid-upload is of no use to anyone.
         let abandoned = staging.removeAbandonedUploads()
         if !abandoned.isEmpty { logger.notice("removed uploads a crash left unfinished", metadata: ["count": "\(abandoned.count)"]) }

@@ -4,6 +4,12 @@ public import MicroHTTP
 public import NIOSSL
 public import Publishing
 
+extension HeraldConfiguration {
+    /// Where accepted media bytes are staged: the data directory for SQLite's one process, the shared store for
+    /// PostgreSQL's replicas (any of which may publish them).
+    public var stagedBytes: StagedBytes { database == nil ? .directory(dataDirectory) : .store }
+}
+
 /// Everything `herald serve` can be told, with the defaults of the README's option table.
 public struct HeraldConfiguration: Sendable {
     public var host: String

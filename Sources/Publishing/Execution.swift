@@ -56,7 +56,7 @@ struct Execution: Sendable {
     private func upload(_ media: ClaimedMedia) async throws -> (MediaID, StoredObject) {
         let object = MediaObject(
             key: MediaObject.key(mediaID: media.mediaID.rawValue, fileExtension: media.contentType.fileExtension),
-            stagedFile: configuration.dataDirectory + "/" + media.stagingPath,
+            stagedFile: stagedFile(media),
             size: media.size,
             sha256: media.sha256,
             contentType: media.contentType.rawValue
@@ -72,8 +72,12 @@ struct Execution: Sendable {
             jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploading, attempts: attempts, error: nil)
             let started = ContinuousClock.now
             do {
-                let put = try await withTimeout(configuration.uploadTimeout) { [jobs, jobID = job.jobID] in
-                    try await store.put(object) { bytes in jobs.reportBytes(jobID: jobID, mediaID: media.mediaID, bytes: bytes) }
+                let put = try await withTimeout(configuration.uploadTimeout) { [jobs, jobID = job.jobID, staging = configuration.staging] in
+                    let progress: BytesTaken = { bytes in jobs.reportBytes(jobID: jobID, mediaID: media.mediaID, bytes: bytes) }
+                    return switch staging {
+                    case .directory: try await store.put(object, progress: progress)
+                    case .store: try await store.copy(object, fromStaged: media.stagingPath, progress: progress)
+                    }
                 }
                 guard let url = put else { throw MediaStoreError.timedOut(after: configuration.uploadTimeout) }
                 Timer(label: "herald_upload_duration_seconds").record(duration: ContinuousClock.now - started)
@@ -112,7 +116,7 @@ struct Execution: Sendable {
             case (.success(let objects), nil):
                 switch try await jobs.commit(job.lease, objects: objects, now: .now()) {
                 case .done:
-                    removeStagedFiles()
+                    await removeStaged()
                     return .succeeded
                 case .lostLease: return .lostLease
                 case .cancelRequested: return try await cancelled()  // the cancel came first: nothing was committed
@@ -146,13 +150,29 @@ struct Execution: Sendable {
         return outcome == .lostLease ? .lostLease : .cancelled
     }
 
-    /// Removes the published post's staged files, after its commit: a crash before this leaves files the sweep removes,
+    /// The staged file of `media` when staged bytes are files (the store's own staged key is the row's path).
+    private func stagedFile(_ media: ClaimedMedia) -> String {
+        guard case .directory(let directory) = configuration.staging else { return media.stagingPath }
+        return directory + "/" + media.stagingPath
+    }
+
+    /// Removes the published post's staged bytes, after its commit: a crash before this leaves files the sweep removes,
     /// never a row without its file. (A failed or cancelled post keeps them: it may be published again.)
-    private func removeStagedFiles() {
+    private func removeStaged() async {
         for media in job.media {
-            let path = configuration.dataDirectory + "/" + media.stagingPath
-            if unlink(path) != 0, errno != ENOENT {
-                logger.warning("could not remove a published medium's staged file", metadata: ["path": "\(path)", "errno": "\(errno)"])
+            switch configuration.staging {
+            case .directory(let directory):
+                let path = directory + "/" + media.stagingPath
+                if unlink(path) != 0, errno != ENOENT {
+                    logger.warning("could not remove a published medium's staged file", metadata: ["path": "\(path)", "errno": "\(errno)"])
+                }
+            case .store:
+                do {
+                    try await store.delete(key: media.stagingPath)
+                } catch {
+                    logger.warning(
+                        "could not remove a published medium's staged object", metadata: ["key": "\(media.stagingPath)", "error": "\(error)"])
+                }
             }
         }
     }

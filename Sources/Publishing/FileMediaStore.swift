@@ -176,6 +176,78 @@ public struct FileMediaStore: MediaStore {
         return self.url(for: object.key)
     }
 
+    public func write<Chunks: AsyncSequence>(_ chunks: Chunks, key: String, contentType: String) async throws -> Int
+    where Chunks.Element == [UInt8] {
+        try Task.checkCancellation()
+        let location = try self.location(of: key)
+        // Untyped: a typed-throws closure returning Void crashes Swift 6.3.1's LifetimeDependenceDiagnostics pass.
+        try await NIOThreadPool.singleton.runIfActive { () throws -> Void in try Self.makeDirectories(location.directory) }
+        let file: WritableFile
+        do {
+            file = try WritableFile(creating: location.directory + "/.\(location.name).partial-\(Self.randomSuffix())", mode: 0o644)
+        } catch {
+            throw Self.errnoError(error.code, "Cannot \(error.operation)")
+        }
+        var size = 0
+        do {
+            var batch: [UInt8] = []
+            batch.reserveCapacity(chunkSize)
+            for try await chunk in chunks {
+                size += chunk.count
+                batch.append(contentsOf: chunk)
+                // Short page-cache writes in batches; the long wait (fsync) goes to NIO's thread pool below.
+                if batch.count >= chunkSize {
+                    try file.write(batch)
+                    batch.removeAll(keepingCapacity: true)
+                }
+            }
+            try file.write(batch)
+            try await file.synchronize()
+            try file.close()
+            try Task.checkCancellation()
+            guard rename(file.path, location.path) == 0 else { throw WritableFile.Failure(operation: "rename \(file.path)", code: errno) }
+        } catch let error as WritableFile.Failure {
+            file.discard()
+            throw Self.errnoError(error.code, "Cannot \(error.operation)")
+        } catch {
+            // The body's own error (or a cancellation), as it came.
+            file.discard()
+            throw error
+        }
+        try await directorySync.sync(location.directory)
+        return size
+    }
+
+    public func copy(_ object: MediaObject, fromStaged stagedKey: String, progress: @escaping BytesTaken) async throws -> String {
+        var linked = object
+        linked.stagedFile = try location(of: stagedKey).path
+        return try await put(linked, progress: progress)
+    }
+
+    public func list(prefix: String) async throws -> [StoredEntry] {
+        let folder = prefix.split(separator: "/", omittingEmptySubsequences: true).dropLast(prefix.hasSuffix("/") ? 0 : 1)
+        let directory = ([root] + folder.map(String.init)).joined(separator: "/")
+        let keyPrefix = folder.isEmpty ? "" : folder.joined(separator: "/") + "/"
+        // A directory listing and a stat per file: blocking calls, in one work item on NIO's thread pool.
+        return try await NIOThreadPool.singleton.runIfActive { () throws(MediaStoreError) -> [StoredEntry] in
+            guard let stream = opendir(directory) else {
+                if errno == ENOENT { return [] }
+                throw Self.errnoError(errno, "Cannot list '\(directory)'")
+            }
+            defer { closedir(stream) }
+            var entries: [StoredEntry] = []
+            while let entry = readdir(stream) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+                // Dot names are this store's temporary files, never objects.
+                guard !name.hasPrefix("."), (keyPrefix + name).hasPrefix(prefix) else { continue }
+                var info = stat()
+                guard lstat(directory + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+                entries.append(StoredEntry(key: keyPrefix + name, modified: Double(info.st_mtim.tv_sec)))
+            }
+            return entries
+        }
+    }
+
     public func delete(key: String) async throws {
         let path = try self.location(of: key).path
         let fileSystem = self.fileSystem
@@ -364,6 +436,8 @@ public struct FileMediaStore: MediaStore {
     static func errnoError(_ code: Int32, _ context: String) -> MediaStoreError {
         let message = "\(context): \(String(cString: strerror(code))) (errno \(code))"
         switch code {
+        case ENOSPC, EDQUOT, EFBIG:
+            return .insufficientStorage(message)
         case EACCES, EPERM, EROFS, EISDIR, ENOTDIR, EINVAL, ENAMETOOLONG, ELOOP, EXDEV:
             return .permanent(message)
         default:

@@ -25,8 +25,8 @@ public struct RunnerConfiguration: Sendable {
     public var reclaimInterval: Duration
     /// How long an upload waits before it is tried again after a transient failure.
     public var uploadRetry: RetryStrategy
-    /// Staged paths in the database are relative to this.
-    public var dataDirectory: String
+    /// Where the media's staged bytes are: the paths the rows hold are relative to it.
+    public var staging: StagedBytes
     /// This runner's name in `jobs.locked_by`: the replica's id (`--replica-id`).
     public var runnerID: String
     /// Which running jobs go back to the queue at start, lease or not, so that they resume at once instead of after
@@ -55,7 +55,7 @@ public struct RunnerConfiguration: Sendable {
         heartbeat: Duration = .seconds(10),
         reclaimInterval: Duration = .seconds(10),
         uploadRetry: RetryStrategy = .uploads(),
-        dataDirectory: String,
+        staging: StagedBytes,
         runnerID: String = "runner-" + Identifier.generate(),
         reclaimAtStart: StartReclaim = .none
     ) {
@@ -68,10 +68,18 @@ public struct RunnerConfiguration: Sendable {
         self.heartbeat = heartbeat
         self.reclaimInterval = reclaimInterval
         self.uploadRetry = uploadRetry
-        self.dataDirectory = dataDirectory
+        self.staging = staging
         self.runnerID = runnerID
         self.reclaimAtStart = reclaimAtStart
     }
+}
+
+/// Where a job finds its media's staged bytes.
+public enum StagedBytes: Sendable, Equatable {
+    /// Files under this directory, the one process's data directory (SQLite): each upload reads its file.
+    case directory(String)
+    /// Objects in the media store itself, which every replica reads (PostgreSQL): each upload is a copy in the store.
+    case store
 }
 
 /// Claims jobs from the durable queue and publishes each as one parent task with a task group of uploads.

@@ -20,6 +20,24 @@ public protocol MediaStore: Sendable {
     /// has taken so far, as it takes them (a count that grows, up to `object.size`).
     func put(_ object: MediaObject, progress: @escaping BytesTaken) async throws -> String
 
+    /// Writes `chunks` as the object under `key` and returns how many bytes it holds: how accepted media are staged in a
+    /// store that every replica reads (under `staging/`).
+    ///
+    /// Visible only once complete. An error thrown by `chunks` (a body refused part way), a failure or a cancellation
+    /// leaves nothing behind (S3: the multipart upload is aborted); an error of `chunks` is rethrown as it came.
+    func write<Chunks: AsyncSequence>(_ chunks: Chunks, key: String, contentType: String) async throws -> Int
+    where Chunks.Element == [UInt8]
+
+    /// Stores the object staged in this store under `stagedKey` (by ``write(_:key:contentType:)``) as `object.key`,
+    /// without its bytes passing through Herald (S3: a server-side copy; the file store: a link), and returns its URL.
+    ///
+    /// The same promises as ``put(_:progress:)``: complete or nothing, cancellable, idempotent; `progress` is told
+    /// `object.size` once done. A missing staged object is ``MediaStoreError/stagedFileMissing(_:file:line:)``.
+    func copy(_ object: MediaObject, fromStaged stagedKey: String, progress: @escaping BytesTaken) async throws -> String
+
+    /// The objects whose keys start with `prefix`, each with when it was written (the staging sweep's listing).
+    func list(prefix: String) async throws -> [StoredEntry]
+
     /// Removes the object stored under `key`. Deleting a key that holds no object succeeds.
     ///
     /// This is the clean-up step of a failed or cancelled job, so it is often called from a task
@@ -47,6 +65,18 @@ extension MediaStore {
     /// Uploads `object` without reporting its bytes.
     public func put(_ object: MediaObject) async throws -> String {
         try await put(object, progress: { _ in })
+    }
+}
+
+/// An object found by ``MediaStore/list(prefix:)``.
+public struct StoredEntry: Sendable, Hashable {
+    public var key: String
+    /// When it was written, in seconds since 1970.
+    public var modified: Double
+
+    public init(key: String, modified: Double) {
+        self.key = key
+        self.modified = modified
     }
 }
 
@@ -115,6 +145,7 @@ public struct MediaStoreError: Error, Hashable, Sendable {
             case checksumMismatch
             case timedOut
             case invalidKey
+            case insufficientStorage
         }
 
         private var code: _Code
@@ -140,13 +171,15 @@ public struct MediaStoreError: Error, Hashable, Sendable {
                 return "The operation did not finish in time."
             case .invalidKey:
                 return "The object key is not a valid key."
+            case .insufficientStorage:
+                return "The store's disk is full."
             }
         }
 
         /// Whether failures of this kind may succeed when tried again.
         public var isTransient: Bool {
             switch self.code {
-            case .transient, .timedOut:
+            case .transient, .timedOut, .insufficientStorage:
                 return true
             case .permanent, .stagedFileMissing, .sizeMismatch, .checksumMismatch, .invalidKey:
                 return false
@@ -167,6 +200,8 @@ public struct MediaStoreError: Error, Hashable, Sendable {
         public static let timedOut = Code(code: .timedOut)
         /// The key would leave the store's namespace, or is empty (permanent).
         public static let invalidKey = Code(code: .invalidKey)
+        /// The store's filesystem is full or over quota (transient: space can come back).
+        public static let insufficientStorage = Code(code: .insufficientStorage)
     }
 
     /// A class, so the error stays one pointer wide however much context it carries.
@@ -294,6 +329,11 @@ public struct MediaStoreError: Error, Hashable, Sendable {
     /// The operation did not finish within `timeout` (transient).
     public static func timedOut(after timeout: Duration, file: String = #fileID, line: Int = #line) -> Self {
         Self(.timedOut, "The operation did not finish within \(timeout).", file: file, line: line)
+    }
+
+    /// The store's filesystem has no room: `message` says where (transient).
+    public static func insufficientStorage(_ message: String, file: String = #fileID, line: Int = #line) -> Self {
+        Self(.insufficientStorage, message, file: file, line: line)
     }
 
     /// `key` is not a valid object key: `reason` says why (permanent).

@@ -61,7 +61,7 @@ struct Check: AsyncParsableCommand {
         configuration.store = try store ?? environment.string("HERALD_STORE")
         configuration.storeCredentials = try environment.awsCredentials()
         let mediaStore = try Application.makeStore(configuration, logger: Logger(label: "herald"))
-        let report = try await ConsistencyCheck.run(storage: storage, store: mediaStore, dataDirectory: configuration.dataDirectory)
+        let report = try await ConsistencyCheck.run(storage: storage, store: mediaStore, staging: configuration.stagedBytes)
         if let service = mediaStore as? any Service {
             // The S3 store owns an HTTP client that must be shut down: run it just long enough to stop it.
             let group = ServiceGroup(services: [service], logger: Logger(label: "herald"))

@@ -112,7 +112,7 @@ struct LifecycleTests {
             #expect(try await exchange(.POST, "\(base)/v1/jobs/\(try #require(job["id"] as? String))/cancel").status == .accepted)
             #expect(try await exchange(.DELETE, "\(base)/v1/posts/\(queuedID)").status == .noContent)
             #expect(files(in: directory + "/staging") == [])
-            let report = try await ConsistencyCheck.run(storage: application.storage, store: application.store, dataDirectory: directory)
+            let report = try await ConsistencyCheck.run(storage: application.storage, store: application.store, staging: .directory(directory))
             #expect(report.problems == [])
         }
     }

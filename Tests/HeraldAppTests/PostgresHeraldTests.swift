@@ -317,6 +317,48 @@ struct ReplicaTests {
         }
     }
 
+    @Test("staged bytes are in the shared file store: media through one replica, published by the other, nothing left in staging")
+    func sharedFileStore() async throws {
+        let database = try await postgresDatabase()
+        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("herald-shared-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        @Sendable func replica(_ name: String) -> (inout HeraldConfiguration) -> Void {
+            {
+                $0.database = database
+                $0.replicaID = name
+                $0.store = "file://\(shared)/objects"
+            }
+        }
+        try await withHerald(configure: replica("one")) { one, _, first in
+            let key = TestKey.current
+            try await withHerald(configure: replica("two")) { two, _, second in
+                try await TestKey.$current.withValue(key) {
+                    #expect(try await exchange(.POST, "\(one)/v1/queue/pause").status == .ok)
+                    let bytes = pngBytes + Array(repeating: 7, count: 300_000)
+                    let media = try await uploadMedia(one, bytes)
+                    // In the store every replica reads, not in the accepting replica's data directory.
+                    #expect(files(in: "\(shared)/objects/staging") == ["\(media).png"])
+                    #expect(files(in: first.configuration.dataDirectory + "/staging").isEmpty)
+                    #expect(try await exchange(.GET, "\(two)/v1/media/\(media)").json["size"] as? Int == bytes.count)
+                    // A body refused for its bytes leaves nothing staged.
+                    #expect(try await send(.POST, "\(two)/v1/media", contentType: "image/jpeg", body: bytes).status == .unsupportedMediaType)
+                    #expect(files(in: "\(shared)/objects/staging") == ["\(media).png"])
+
+                    let created = try await createPost(two, ["text": "shared", "media_ids": [media]])
+                    let jobID = try #require(try postAndJob(created.json).job["id"] as? String)
+                    #expect(try await exchange(.POST, "\(two)/v1/queue/resume").status == .ok)
+                    let done = try await exchange(.GET, "\(one)/v1/jobs/\(jobID)?wait=30")
+                    #expect(done.json["state"] as? String == "succeeded", "\(done.json)")
+                    #expect(FileManager.default.contents(atPath: "\(shared)/objects/media/\(media).png").map(Array.init) == bytes)
+                    // The staged file goes after the commit that the poll saw (bounded: 50 looks, 5 s).
+                    for _ in 0..<50 where !files(in: "\(shared)/objects/staging").isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+                    #expect(files(in: "\(shared)/objects/staging").isEmpty)
+                    #expect(files(in: second.configuration.dataDirectory + "/staging").isEmpty)
+                }
+            }
+        }
+    }
+
     @Test("a key's rate limit is a total over the replicas: two together answer no more than the limit allows")
     func rateLimitIsATotal() async throws {
         let database = try await postgresDatabase()

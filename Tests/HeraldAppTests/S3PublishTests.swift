@@ -77,6 +77,52 @@ struct S3PublishMotoTests {
         }
     }
 
+    @Test("on PostgreSQL the bytes are staged in the bucket (a large body in parts), published by another replica, then unstaged")
+    func replicasStageInTheBucket() async throws {
+        let moto = try await MotoServer.shared()
+        let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)
+        let bucket = try await s3.makeBucket()
+        let database = try await postgresDatabase()
+        @Sendable func replica(_ name: String) -> (inout HeraldConfiguration) -> Void {
+            {
+                $0.database = database
+                $0.replicaID = name
+            }
+        }
+        try await withS3Herald(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials, configure: replica("one")) { one, first in
+            let key = TestKey.current
+            try await withS3Herald(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials, configure: replica("two")) { two, _ in
+                try await TestKey.$current.withValue(key) {
+                    #expect(try await exchange(.POST, "\(one)/v1/queue/pause").status == .ok)
+                    // Over one 8 MiB part: a multipart upload of two parts.
+                    let large = pngBytes + (0..<(9 << 20)).map { UInt8(truncatingIfNeeded: $0 >> 7) }
+                    let ids = [try await uploadMedia(one, large), try await uploadMedia(two, pngBytes)]
+                    #expect(try await s3.keys(bucket: bucket).sorted() == ids.map { "staging/\($0).png" }.sorted())
+                    #expect(try await s3.get(bucket: bucket, key: "staging/\(ids[0]).png") == large)
+                    // The staging sweep lists the bucket: what no row names goes, the staged media stay.
+                    #expect(try await s3.send("PUT", "/\(bucket)/staging/stray.png", body: pngBytes).status == 200)
+                    let sweeper = try #require(first.services.compactMap { $0 as? Sweeper }.first)
+                    #expect(await sweeper.sweepFiles(olderThan: 0) == ["staging/stray.png"])
+                    #expect(try await s3.keys(bucket: bucket).sorted() == ids.map { "staging/\($0).png" }.sorted())
+
+                    let created = try await createPost(two, ["text": "through the bucket", "media_ids": ids])
+                    let jobID = try #require(try postAndJob(created.json).job["id"] as? String)
+                    #expect(try await exchange(.POST, "\(two)/v1/queue/resume").status == .ok)
+                    let done = try await exchange(.GET, "\(one)/v1/jobs/\(jobID)?wait=30")
+                    #expect(done.json["state"] as? String == "succeeded", "\(done.json)")
+                    // The staged objects go after the commit that a poll sees (bounded: 50 looks, 5 s).
+                    var keys = try await s3.keys(bucket: bucket)
+                    for _ in 0..<50 where keys.contains(where: { $0.hasPrefix("staging/") }) {
+                        try await Task.sleep(for: .milliseconds(100))
+                        keys = try await s3.keys(bucket: bucket)
+                    }
+                    #expect(keys.sorted() == ids.map { "media/\($0).png" }.sorted())
+                    #expect(try await s3.get(bucket: bucket, key: "media/\(ids[0]).png") == large)
+                }
+            }
+        }
+    }
+
     @Test func publicBaseURLNamesTheMediaURLs() async throws {
         let moto = try await MotoServer.shared()
         let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)

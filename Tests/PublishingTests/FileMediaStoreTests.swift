@@ -69,6 +69,41 @@ struct FileMediaStoreTests {
         }
     }
 
+    @Test("write stages a body as an object (listed, then linked into place by copy); a body that fails part way leaves nothing")
+    func writeListCopy() async throws {
+        try await withTemporaryDirectory { dir in
+            let store = FileMediaStore(root: dir + "/objects", chunkSize: 64 << 10)
+            let bytes = randomBytes(count: 300_000)
+            let written = try await store.write(chunked(bytes, by: 50_000), key: "staging/m1.png", contentType: "image/png")
+            #expect(written == bytes.count)
+            #expect(try await read(dir + "/objects/staging/m1.png") == bytes)
+            #expect(try await store.list(prefix: "staging/").map(\.key) == ["staging/m1.png"])
+            #expect(try await store.list(prefix: "media/").isEmpty)
+
+            let object = MediaObject(mediaID: "m1", fileExtension: "png", stagedFile: "", size: bytes.count, sha256: "", contentType: "image/png")
+            let reported = BytesLog()
+            #expect(try await store.copy(object, fromStaged: "staging/m1.png", progress: reported.record) == store.url(for: "media/m1.png"))
+            #expect(reported.counts == [bytes.count])
+            var staged = stat()
+            var published = stat()
+            #expect(stat(dir + "/objects/staging/m1.png", &staged) == 0 && stat(dir + "/objects/media/m1.png", &published) == 0)
+            #expect(staged.st_ino == published.st_ino, "linked, not copied")
+
+            // A body refused after two chunks: its error comes out as it was, and no object nor temporary file stays.
+            struct Refused: Error {}
+            let failing = AsyncThrowingStream<[UInt8], any Error> { continuation in
+                continuation.yield(Array(bytes[0..<100_000]))
+                continuation.yield(Array(bytes[100_000..<200_000]))
+                continuation.finish(throwing: Refused())
+            }
+            await #expect(throws: Refused.self) { try await store.write(failing, key: "staging/m2.png", contentType: "image/png") }
+            #expect(try await names(in: dir + "/objects/staging") == ["m1.png"])
+            await #expect(throws: MediaStoreError.stagedFileMissing(dir + "/objects/staging/m2.png")) {
+                try await store.copy(object, fromStaged: "staging/m2.png", progress: { _ in })
+            }
+        }
+    }
+
     @Test("a relative root gives absolute file:// URLs")
     func relativeRootIsMadeAbsolute() async throws {
         let store = FileMediaStore(root: "./data//objects/")
@@ -431,5 +466,13 @@ private func names(in directory: String) async throws -> [String] {
             names.append(entry.name.string)
         }
         return names.sorted()
+    }
+}
+
+/// `bytes` as a body arrives: chunks of `size` bytes.
+func chunked(_ bytes: [UInt8], by size: Int) -> AsyncStream<[UInt8]> {
+    AsyncStream { continuation in
+        for start in stride(from: 0, to: bytes.count, by: size) { continuation.yield(Array(bytes[start..<min(start + size, bytes.count)])) }
+        continuation.finish()
     }
 }

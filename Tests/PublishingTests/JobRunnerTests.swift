@@ -66,7 +66,7 @@ struct Harness {
             uploadTimeout: .seconds(30),
             shutdownGrace: .seconds(5),
             uploadRetry: .uploads(base: .milliseconds(10)),
-            dataDirectory: directory
+            staging: .directory(directory)
         )
     }
 

@@ -50,13 +50,15 @@ func withS3Store<T>(
     bucket: String,
     credentials: SigV4Signer.Credentials,
     chunkSize: Int = 64 << 10,
+    partSize: Int = 8 << 20,
     connectTimeout: Duration = .seconds(10),
     _ body: (S3MediaStore) async throws -> T
 ) async throws -> T {
     var logger = Logger(label: "S3MediaStoreTests")
     logger.logLevel = .critical
     let configuration = try S3Configuration(url: "s3://\(bucket)?endpoint=\(endpoint)&region=us-east-1", credentials: credentials)
-    let store = S3MediaStore(configuration: configuration, connectTimeout: connectTimeout, chunkSize: chunkSize, logger: logger)
+    let store = S3MediaStore(
+        configuration: configuration, connectTimeout: connectTimeout, chunkSize: chunkSize, partSize: partSize, logger: logger)
     do {
         let result = try await body(store)
         try await store.shutdown()
@@ -94,6 +96,46 @@ struct S3MediaStoreMotoTests {
             #expect(try await s3.keys(bucket: bucket).isEmpty)
             // Deleting what is not there succeeds: clean-up may run twice.
             try await store.delete(key: object.key)
+        }
+    }
+
+    @Test(
+        "write stages a large body in parts and a small one in one PUT; copy publishes it in the bucket; a body that fails part way aborts its upload"
+    )
+    func writeInPartsCopyAndAbort() async throws {
+        let moto = try await MotoServer.shared()
+        let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)
+        let bucket = try await s3.makeBucket()
+        // S3's smallest part (5 MiB): 12 MiB go as three parts, the last one short.
+        try await withS3Store(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials, partSize: 5 << 20) { store in
+            let large = (0..<(12 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
+            #expect(try await store.write(chunked(large, by: 256 << 10), key: "staging/big.mp4", contentType: "video/mp4") == large.count)
+            let small = Array(large.prefix(1000))
+            #expect(try await store.write(chunked(small, by: 300), key: "staging/small.png", contentType: "image/png") == small.count)
+            #expect(try await s3.get(bucket: bucket, key: "staging/big.mp4") == large)
+            #expect(try await s3.get(bucket: bucket, key: "staging/small.png") == small)
+            #expect(try await store.list(prefix: "staging/").map(\.key).sorted() == ["staging/big.mp4", "staging/small.png"])
+            #expect(try await store.list(prefix: "staging/").allSatisfy { abs($0.modified - Date().timeIntervalSince1970) < 300 })
+
+            let object = MediaObject(key: "media/big.mp4", stagedFile: "", size: large.count, sha256: "", contentType: "video/mp4")
+            let reported = BytesLog()
+            #expect(try await store.copy(object, fromStaged: "staging/big.mp4", progress: reported.record) == store.url(for: "media/big.mp4"))
+            #expect(reported.counts == [large.count])
+            #expect(try await s3.get(bucket: bucket, key: "media/big.mp4") == large)
+            await #expect(throws: MediaStoreError.self) {
+                try await store.copy(object, fromStaged: "staging/none.mp4", progress: { _ in })
+            }
+
+            // Refused after two parts went: the error as it came, no object, no multipart upload left in the bucket.
+            struct Refused: Error {}
+            let failing = AsyncThrowingStream<[UInt8], any Error> { continuation in
+                continuation.yield(Array(large.prefix(11 << 20)))
+                continuation.finish(throwing: Refused())
+            }
+            await #expect(throws: Refused.self) { try await store.write(failing, key: "staging/cut.mp4", contentType: "video/mp4") }
+            #expect(try await s3.get(bucket: bucket, key: "staging/cut.mp4") == nil)
+            let uploads = try await s3.send("GET", "/\(bucket)", query: [("uploads", "")])
+            #expect(uploads.status == 200 && !String(decoding: uploads.body, as: UTF8.self).contains("<Upload>"))
         }
     }
 

@@ -202,6 +202,25 @@ public final class TestStore: MediaStore {
         }
     }
 
+    /// Keeps the bytes in memory: staged media of a PostgreSQL Herald land here.
+    public func write<Chunks: AsyncSequence>(_ chunks: Chunks, key: String, contentType: String) async throws -> Int
+    where Chunks.Element == [UInt8] {
+        var bytes: [UInt8] = []
+        for try await chunk in chunks { bytes += chunk }
+        state.withLock { _ = $0.stored.insert(key) }
+        return bytes.count
+    }
+
+    /// Behaves as ``put(_:progress:)`` does for the object. The staged key is not looked for: replicas in one test
+    /// have a store each, standing for one shared store.
+    public func copy(_ object: MediaObject, fromStaged stagedKey: String, progress: @escaping BytesTaken) async throws -> String {
+        try await put(object, progress: progress)
+    }
+
+    public func list(prefix: String) async throws -> [StoredEntry] {
+        state.withLock { $0.stored.filter { $0.hasPrefix(prefix) }.sorted().map { StoredEntry(key: $0, modified: 0) } }
+    }
+
     public func url(for key: String) -> String { "test://\(key)" }
 
     public func exists(key: String) async throws -> Bool { state.withLock { $0.stored.contains(key) } }

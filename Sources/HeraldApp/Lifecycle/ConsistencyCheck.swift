@@ -19,11 +19,11 @@ public enum ConsistencyCheck {
         public var isClean: Bool { problems.isEmpty }
     }
 
-    public static func run(storage: any Storage, store: any MediaStore, dataDirectory: String) async throws -> Report {
+    /// - Parameter staging: where the staged bytes are (the data directory with SQLite, the store with PostgreSQL).
+    public static func run(storage: any Storage, store: any MediaStore, staging: StagedBytes) async throws -> Report {
         var problems = try await storage.integrityProblems()
         let holdings = try await storage.media.holdings()
-        let folder = dataDirectory + "/" + StagingArea.folder
-        let files = Set(((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).map { StagingArea.folder + "/" + $0 })
+        let files = Set(try await StagingArea(place: staging, store: store).entries().map(\.key))
         var needed = Set<String>()
         for holding in holdings {
             let owner = holding.postID.map { "post \($0)" } ?? "no post"

@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import NIOPosix
 import Platform
+import Publishing
 import ServiceLifecycle
 
 // Both owners of `struct stat` imported: see FileReading/FileChunks.swift.
@@ -52,7 +53,7 @@ struct Sweeper: Service {
         do {
             let paths = try await media.expireUnattached(createdBy: now.adding(milliseconds: -Int64(stagedMediaTTL) * 1000))
             // After the commit: a crash in between leaves files, which the file sweep removes, never rows without files.
-            for path in paths { staging.remove(path) }
+            for path in paths { await staging.remove(path) }
             result.media = paths.count
             result.keys = try await posts.forgetExpiredKeys(now: now)
             result.deliveries = try await webhooks.expire(before: now.adding(milliseconds: -Self.deliveryRetention))
@@ -72,31 +73,16 @@ struct Sweeper: Service {
         return result
     }
 
-    /// Removes staged files older than `grace` seconds that no live row needs (and abandoned `.partial` files);
-    /// returns their data-directory-relative paths.
+    /// Removes staged bytes older than `grace` seconds that no live row needs (and abandoned `.partial` files);
+    /// returns their data-directory-relative paths (store keys).
     func sweepFiles(olderThan grace: TimeInterval) async -> [String] {
         do {
             let live = try await media.liveStagingPaths()
-            let staging = self.staging
-            // A directory listing and a stat per file: blocking calls, on NIO's thread pool.
-            let removed = try await NIOThreadPool.singleton.runIfActive { () -> [String] in
-                let folder = staging.path(of: StagingArea.folder)
-                let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
-                let cutoff = Date().timeIntervalSince1970 - grace
-                var removed: [String] = []
-                for name in names {
-                    let relative = StagingArea.folder + "/" + name
-                    guard !live.contains(relative) else { continue }
-                    var info = stat()
-                    guard lstat(folder + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-                        TimeInterval(info.st_mtim.tv_sec) <= cutoff
-                    else { continue }
-                    if unlink(folder + "/" + name) == 0 { removed.append(relative) }
-                }
-                return removed
-            }
-            if !removed.isEmpty { logger.notice("removed staged files no row needs", metadata: ["count": "\(removed.count)"]) }
-            return removed
+            let cutoff = Date().timeIntervalSince1970 - grace
+            let stray = try await staging.entries().filter { !live.contains($0.key) && $0.modified <= cutoff }.map(\.key)
+            for path in stray { await staging.remove(path) }
+            if !stray.isEmpty { logger.notice("removed staged files no row needs", metadata: ["count": "\(stray.count)"]) }
+            return stray
         } catch {
             logger.error("staging sweep failed", metadata: ["error": "\(error)"])
             return []

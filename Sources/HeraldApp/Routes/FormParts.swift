@@ -2,6 +2,7 @@ import HTTPTypes
 import HeraldCore
 import MicroHTTP
 import Platform
+import Publishing
 
 /// Shares one multipart reader between the loop over parts and the reader of a part's bytes.
 final class PartCursor: @unchecked Sendable {
@@ -65,6 +66,12 @@ extension StagingArea {
             // The partial file is already removed; nothing else was written, and the server goes on serving.
             case .io(_, ENOSPC), .io(_, EDQUOT), .io(_, EFBIG): throw HTTPError.insufficientStorage("the data directory's disk is full")
             case .io: throw error
+            case .store(let failure) where failure.errorCode == .insufficientStorage:
+                throw HTTPError.insufficientStorage("the media store's disk is full")
+            // Nothing was kept (a multipart upload is aborted): the client sends again once the store answers.
+            case .store(let failure):
+                throw HTTPError(
+                    .serviceUnavailable, detail: "the media store cannot take the bytes now: \(failure.message)", headerFields: [.retryAfter: "5"])
             }
         }
     }

@@ -53,7 +53,7 @@ struct MediaRoutes {
         do {
             try Self.checkDescription(description)
         } catch {
-            staging.remove(staged.relativePath)
+            await staging.remove(staged.relativePath)
             throw error
         }
         let media = try await service.record(id, type: type, staged: staged, description: description, tenant: tenant)
@@ -98,7 +98,7 @@ struct MediaRoutes {
                 }
             }
         } catch {
-            if let file { staging.remove(file.1.relativePath) }
+            if let file { await staging.remove(file.1.relativePath) }
             throw error
         }
         guard let file else { throw HTTPError(.badRequest, detail: "the form has no file part named 'file'") }

@@ -106,7 +106,7 @@ struct PostRoutes {
                 }
             }
         } catch {
-            form.removeFiles(from: service.staging)
+            await form.removeFiles(from: service.staging)
             throw error
         }
         return form

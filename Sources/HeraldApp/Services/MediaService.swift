@@ -15,7 +15,7 @@ struct MediaService {
             try await media.insert(medium, tenant: tenant, stagingPath: staged.relativePath)
             return medium
         } catch {
-            staging.remove(staged.relativePath)
+            await staging.remove(staged.relativePath)
             throw error
         }
     }
@@ -32,7 +32,7 @@ struct MediaService {
         guard let mediaID = MediaID(validating: id) else { throw ServiceError.notFound(kind: "media", id: id) }
         switch try await media.deleteStaged(id: mediaID, tenant: tenant) {
         case .deleted(let stagingPath):
-            staging.remove(stagingPath)
+            await staging.remove(stagingPath)
         case .notFound:
             throw ServiceError.notFound(kind: "media", id: id)
         case .attached(let postID):

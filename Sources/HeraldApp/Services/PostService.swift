@@ -48,7 +48,7 @@ struct PostService: Sendable {
             if let idempotencyKey {
                 let idempotency = IdempotencyRecord(key: idempotencyKey, requestHash: Self.requestHash(request, files: form.files))
                 if let early = try await posts.reserve(idempotency, tenant: tenant, now: .now()) {
-                    form.removeFiles(from: staging)
+                    await form.removeFiles(from: staging)
                     return try Self.result(early)
                 }
                 reserved = idempotency
@@ -63,11 +63,11 @@ struct PostService: Sendable {
             let creation = try await posts.create(request, tenant: tenant, newMedia: media, idempotency: reserved, now: now)
             if case .created = creation { return try Self.result(creation) }
             // Nothing of this request was kept: drop its files, and free the key for a retry.
-            form.removeFiles(from: staging)
+            await form.removeFiles(from: staging)
             if let reserved { try await posts.release(reserved, tenant: tenant) }
             return try Self.result(creation)
         } catch {
-            form.removeFiles(from: staging)
+            await form.removeFiles(from: staging)
             if let reserved { try? await posts.release(reserved, tenant: tenant) }
             throw error
         }
@@ -116,7 +116,7 @@ struct PostService: Sendable {
         case .notFound: throw ServiceError.notFound(kind: "post", id: id)
         case .active(let job): throw ServiceError.conflict("The post's job \(job) started meanwhile; cancel it first.")
         case .deletable(_, let stagingPaths):
-            for path in stagingPaths { staging.remove(path) }
+            for path in stagingPaths { await staging.remove(path) }
             logger.info("post deleted", metadata: ["post_id": "\(postID)", "objects": "\(stagingPaths.count)"])
         }
     }
@@ -256,7 +256,7 @@ struct PostForm: Sendable {
         )
     }
 
-    func removeFiles(from staging: StagingArea) {
-        for file in files { staging.remove(file.staged.relativePath) }
+    func removeFiles(from staging: StagingArea) async {
+        for file in files { await staging.remove(file.staged.relativePath) }
     }
 }

@@ -6,22 +6,37 @@ import Metrics
 import MicroHTTP
 import NIOPosix
 import Platform
+import Publishing
 
-/// Where uploaded bytes wait, under `<data-dir>/staging`, until their post is published.
+/// Where uploaded bytes wait until their post is published: files under `<data-dir>/staging` for SQLite's one
+/// process, or objects under `staging/` in the media store that every replica reads (PostgreSQL).
+///
+/// Either way a staged medium's path in its row is `staging/<media id>.<ext>`: a path in the data directory, or a key.
 struct StagingArea: Sendable {
-    /// The data directory; staged paths are stored relative to it.
-    let dataDirectory: String
-    /// Bytes that must stay free on the data directory's filesystem beyond an incoming body (`--min-free-disk`).
+    /// Where the staged bytes are: files under `<directory>/staging` (the one process's data directory), or objects
+    /// under `staging/` in the media store (every replica's).
+    let place: StagedBytes
+    /// The media store, which holds the staged bytes when ``place`` is ``StagedBytes/store``.
+    let store: any MediaStore
+    /// Bytes that must stay free on the staged bytes' filesystem beyond an incoming body (`--min-free-disk`).
     var minFreeBytes: Int = 0
     static let folder = "staging"
     /// What a 507 tells the client to wait: space comes back when the sweep or an operator frees it.
     static let retryAfterFull = 60
 
-    /// Bytes free for an unprivileged writer on the data directory's filesystem (also the `herald_disk_free_bytes`
-    /// gauge); nil if the filesystem cannot say.
+    /// The directory whose filesystem holds the staged bytes: the data directory, a file store's root, none for S3.
+    private var spaceDirectory: String? {
+        switch place {
+        case .directory(let directory): directory
+        case .store: (store as? FileMediaStore)?.root
+        }
+    }
+
+    /// Bytes free for an unprivileged writer on the staged bytes' filesystem (also the `herald_disk_free_bytes`
+    /// gauge); nil if the filesystem cannot say, or there is none (S3).
     func freeBytes() -> Int? {
         var stats = statvfs()
-        guard statvfs(dataDirectory, &stats) == 0 else { return nil }
+        guard let directory = spaceDirectory, statvfs(directory, &stats) == 0 else { return nil }
         let free = Int(stats.f_bavail) * Int(stats.f_frsize)
         Gauge(label: "herald_disk_free_bytes").record(free)
         return free
@@ -33,47 +48,54 @@ struct StagingArea: Sendable {
         let needed = (declaredLength ?? 0) + minFreeBytes
         guard free >= needed else {
             throw HTTPError.insufficientStorage(
-                "the data directory has \(free) bytes free; this body needs \(declaredLength ?? 0) and \(minFreeBytes) are kept in reserve")
+                "the staging disk has \(free) bytes free; this body needs \(declaredLength ?? 0) and \(minFreeBytes) are kept in reserve")
         }
     }
 
-    /// The absolute path of a data-directory-relative staged path.
-    func path(of relativePath: String) -> String { dataDirectory + "/" + relativePath }
-
-    /// A staged file, complete and durable.
+    /// Staged bytes, complete and durable.
     struct Staged: Sendable {
         var relativePath: String
         var size: Int
         var sha256: String
     }
 
-    /// Writes `chunks` to a new staging file for `mediaID`: hashed as it streams, its signature checked
-    /// against `type`, fsynced, then renamed into place. On any error (or cancellation) nothing is left behind.
+    /// Stages `chunks` for `mediaID`: hashed as they stream, their signature checked against `type`, durable before
+    /// this returns. On any error (or cancellation) nothing is left behind.
     ///
     /// The client's file name is never used: the name is the media id and the type's extension.
     func stage<Chunks: AsyncSequence>(_ chunks: Chunks, mediaID: String, type: MediaType, maxBytes: Int) async throws -> Staged
     where Chunks.Element == [UInt8] {
         let relativePath = "\(Self.folder)/\(mediaID).\(type.fileExtension)"
-        let finalPath = path(of: relativePath)
+        let inspection = Inspection(type: type, maxBytes: maxBytes)
+        let inspected = InspectedChunks(base: chunks, inspection: inspection)
+        switch place {
+        case .directory(let directory):
+            try await write(inspected, to: directory + "/" + relativePath, folder: directory + "/" + Self.folder)
+        case .store:
+            do {
+                _ = try await store.write(inspected, key: relativePath, contentType: type.rawValue)
+            } catch let error as MediaStoreError {
+                throw StagingError.store(error)
+            }
+        }
+        return Staged(relativePath: relativePath, size: inspection.size, sha256: inspection.hasher.finalize().hexString)
+    }
+
+    /// Writes a file in the data directory's staging folder: fsynced, then renamed into place from `<path>.partial`.
+    private func write<Chunks: AsyncSequence>(_ chunks: Chunks, to finalPath: String, folder: String) async throws
+    where Chunks.Element == [UInt8] {
         let partialPath = finalPath + ".partial"
-        try Self.makeDirectory(path(of: Self.folder))
-        let file = try StagingFile(creating: partialPath)
+        let file: WritableFile
         do {
-            var hasher = SHA256()
-            var size = 0
-            var head: [UInt8] = []
+            try Self.makeDirectory(folder)
+            file = try WritableFile(creating: partialPath)
+        } catch {
+            throw StagingError.io(error.operation, error.code)
+        }
+        do {
             var batch: [UInt8] = []
             batch.reserveCapacity(Self.batchSize)
             for try await chunk in chunks {
-                size += chunk.count
-                guard size <= maxBytes else { throw StagingError.tooLarge(limit: maxBytes) }
-                if head.count < MediaType.signatureLength {
-                    head.append(contentsOf: chunk.prefix(MediaType.signatureLength - head.count))
-                    if head.count == MediaType.signatureLength, !type.matches(signature: head) {
-                        throw StagingError.signatureMismatch(type)
-                    }
-                }
-                hasher.update(data: chunk)
                 batch.append(contentsOf: chunk)
                 // Short page-cache writes in batches; the long wait (fsync) goes to NIO's thread pool below.
                 if batch.count >= Self.batchSize {
@@ -81,39 +103,53 @@ struct StagingArea: Sendable {
                     batch.removeAll(keepingCapacity: true)
                 }
             }
-            guard size > 0 else { throw StagingError.empty }
-            if head.count < MediaType.signatureLength, !type.matches(signature: head) { throw StagingError.signatureMismatch(type) }
             try file.write(batch)
             try await file.synchronize()
             try file.close()
-            guard rename(partialPath, finalPath) == 0 else { throw StagingError.io("rename", errno) }
-            return Staged(relativePath: relativePath, size: size, sha256: hasher.finalize().hexString)
+            guard rename(partialPath, finalPath) == 0 else { throw WritableFile.Failure(operation: "rename", code: errno) }
+        } catch let error as WritableFile.Failure {
+            file.discard()
+            throw StagingError.io(error.operation, error.code)
         } catch {
-            try? file.close()
-            unlink(partialPath)
+            file.discard()
             throw error
         }
     }
 
-    /// Removes the `.partial` files a crash left mid-upload; returns their data-directory-relative paths.
+    /// Removes the `.partial` files a crash left mid-upload in the data directory; returns their relative paths.
     ///
     /// Called at start, once the data directory's lock is held and before anything serves: no upload of this
     /// process can be writing one yet, and no other process can be.
     func removeAbandonedUploads() -> [String] {
-        let folder = path(of: Self.folder)
+        guard case .directory(let directory) = place else { return [] }
+        let folder = directory + "/" + Self.folder
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
         return names.filter { $0.hasSuffix(".partial") && unlink(folder + "/" + $0) == 0 }.map { Self.folder + "/" + $0 }
     }
 
-    /// Removes a staged file; a missing one is fine.
-    func remove(_ relativePath: String) {
-        unlink(path(of: relativePath))
+    /// Everything staged (in the data directory also the `.partial` files), each with when it was written.
+    func entries() async throws -> [StoredEntry] {
+        switch place {
+        case .directory(let directory):
+            // The folder listed as a file store rooted at the directory lists it (on NIO's thread pool).
+            try await FileMediaStore(root: directory).list(prefix: Self.folder + "/")
+        case .store:
+            try await store.list(prefix: Self.folder + "/")
+        }
+    }
+
+    /// Removes staged bytes; missing ones are fine, and a store that fails leaves them to the sweep.
+    func remove(_ relativePath: String) async {
+        switch place {
+        case .directory(let directory): unlink(directory + "/" + relativePath)
+        case .store: try? await store.delete(key: relativePath)
+        }
     }
 
     private static let batchSize = 256 << 10
 
-    private static func makeDirectory(_ path: String) throws {
-        guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw StagingError.io("mkdir \(path)", errno) }
+    private static func makeDirectory(_ path: String) throws(WritableFile.Failure) {
+        guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw WritableFile.Failure(operation: "mkdir \(path)", code: errno) }
     }
 }
 
@@ -123,46 +159,63 @@ enum StagingError: Error, Equatable {
     case tooLarge(limit: Int)
     case signatureMismatch(MediaType)
     case io(String, Int32)
+    /// The media store that holds staged bytes failed.
+    case store(MediaStoreError)
 }
 
-/// A file being written by one task: plain descriptors, so no cancelled-task rule can leave it open.
+/// What the bytes of one upload were found to be as they streamed: their hash, size and first bytes.
 ///
-/// `@unchecked Sendable`: used by one task at a time (the fsync hands it to a pool thread and waits).
-private final class StagingFile: @unchecked Sendable {
-    private var descriptor: Int32
+/// A class read after the stream ends; used by the one task that stages.
+private final class Inspection {
+    let type: MediaType
+    let maxBytes: Int
+    var hasher = SHA256()
+    var size = 0
+    var head: [UInt8] = []
 
-    init(creating path: String) throws {
-        descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw StagingError.io("open \(path)", errno) }
+    init(type: MediaType, maxBytes: Int) {
+        self.type = type
+        self.maxBytes = maxBytes
     }
 
-    deinit { if descriptor >= 0 { systemClose(descriptor) } }
+    /// Takes one chunk: throws once the bytes are too many or their signature is not the type's.
+    func take(_ chunk: [UInt8]) throws {
+        size += chunk.count
+        guard size <= maxBytes else { throw StagingError.tooLarge(limit: maxBytes) }
+        if head.count < MediaType.signatureLength {
+            head.append(contentsOf: chunk.prefix(MediaType.signatureLength - head.count))
+            if head.count == MediaType.signatureLength, !type.matches(signature: head) { throw StagingError.signatureMismatch(type) }
+        }
+        hasher.update(data: chunk)
+    }
 
-    func write(_ bytes: [UInt8]) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { systemWrite(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw StagingError.io("write", errno)
+    /// At the end: throws for no bytes, or too few that are not the type's.
+    func finish() throws {
+        guard size > 0 else { throw StagingError.empty }
+        if head.count < MediaType.signatureLength, !type.matches(signature: head) { throw StagingError.signatureMismatch(type) }
+    }
+}
+
+/// A body's chunks passed through an ``Inspection``, which may refuse them: the writer then removes what it wrote.
+private struct InspectedChunks<Base: AsyncSequence>: AsyncSequence where Base.Element == [UInt8] {
+    let base: Base
+    let inspection: Inspection
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        let inspection: Inspection
+
+        mutating func next() async throws -> [UInt8]? {
+            guard let chunk = try await base.next() else {
+                try inspection.finish()
+                return nil
             }
-            offset += written
+            try inspection.take(chunk)
+            return chunk
         }
     }
 
-    /// `fsync` on NIO's blocking-I/O pool: it can take milliseconds, too long for the cooperative pool.
-    func synchronize() async throws {
-        let descriptor = self.descriptor
-        let result = try await NIOThreadPool.singleton.runIfActive { fsync(descriptor) == 0 ? 0 : errno }
-        guard result == 0 else { throw StagingError.io("fsync", result) }
-    }
-
-    func close() throws {
-        guard descriptor >= 0 else { return }
-        let result = systemClose(descriptor)
-        descriptor = -1
-        guard result == 0 else { throw StagingError.io("close", errno) }
-    }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator(), inspection: inspection) }
 }
 
 extension Request {

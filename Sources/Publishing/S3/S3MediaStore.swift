@@ -23,6 +23,8 @@ public struct S3MediaStore: MediaStore, Service {
     public let configuration: S3Configuration
     /// How many bytes are read from the staged file at once.
     public let chunkSize: Int
+    /// The size of a multipart upload's parts when writing a body (one part is held in memory): 8 MiB, as AWS's CLI.
+    public let partSize: Int
 
     private let client: HTTPClient
     private let signer: SigV4Signer
@@ -39,9 +41,12 @@ public struct S3MediaStore: MediaStore, Service {
         maxConnections: Int = 32,
         connectTimeout: Duration = .seconds(10),
         chunkSize: Int = 256 << 10,
+        partSize: Int = 8 << 20,
         logger: Logger
     ) {
-        precondition(chunkSize > 0 && maxConnections > 0)
+        // S3 refuses parts under 5 MiB but the last; a smaller size only makes sense against a test server.
+        precondition(chunkSize > 0 && maxConnections > 0 && partSize > 0)
+        self.partSize = partSize
         self.configuration = configuration
         self.chunkSize = chunkSize
         self.logger = logger
@@ -96,6 +101,88 @@ public struct S3MediaStore: MediaStore, Service {
             throw response.error
         }
         return url(for: object.key)
+    }
+
+    /// One PUT for a body shorter than ``partSize``; otherwise a multipart upload of ``partSize`` parts, each sent as it
+    /// fills (one part held in memory), aborted on any failure or cancellation.
+    public func write<Chunks: AsyncSequence>(_ chunks: Chunks, key: String, contentType: String) async throws -> Int
+    where Chunks.Element == [UInt8] {
+        try Task.checkCancellation()
+        try Self.validate(key: key)
+        var part: [UInt8] = []
+        var size = 0
+        var upload: MultipartUpload?
+        do {
+            for try await chunk in chunks {
+                size += chunk.count
+                part.append(contentsOf: chunk)
+                while part.count >= partSize {
+                    if upload == nil { upload = try await startMultipart(key: key, contentType: contentType) }
+                    try await upload!.send(Array(part.prefix(partSize)), through: self)
+                    part.removeFirst(partSize)
+                }
+            }
+            guard var multipart = upload else {
+                try await putBytes(part, key: key, contentType: contentType)
+                return size
+            }
+            upload = nil  // completing it: an error from here on is the completion's, and aborts it below
+            do {
+                if !part.isEmpty || multipart.parts.isEmpty { try await multipart.send(part, through: self) }
+                try await complete(multipart)
+            } catch {
+                await abort(multipart)
+                throw error
+            }
+            return size
+        } catch {
+            if let upload { await abort(upload) }
+            throw error
+        }
+    }
+
+    /// A server-side `CopyObject` (the bytes never leave the store); objects over 5 GiB are refused by S3.
+    public func copy(_ object: MediaObject, fromStaged stagedKey: String, progress: @escaping BytesTaken) async throws -> String {
+        try Task.checkCancellation()
+        try Self.validate(key: object.key)
+        try Self.validate(key: stagedKey)
+        let source = "/" + configuration.bucket + "/" + Self.encodedPath(stagedKey)
+        let answer = try await send(
+            "PUT", key: object.key,
+            headers: [("x-amz-copy-source", source), ("x-amz-metadata-directive", "REPLACE"), ("content-type", object.contentType)],
+            operation: "CopyObject", readsBody: true)
+        guard answer.succeeded else {
+            if answer.status == 404 { throw MediaStoreError.stagedFileMissing("s3://\(configuration.bucket)/\(stagedKey)") }
+            throw answer.error
+        }
+        progress(object.size)
+        return url(for: object.key)
+    }
+
+    /// `ListObjectsV2`, page after page.
+    ///
+    /// The prefix sent stops before its first character that a query encodes (`staging/` is sent as `staging`), the
+    /// rest is filtered here: moto checks signatures over the query as werkzeug re-quotes it, `/` left bare, so a signed
+    /// `%2F` never matches there.
+    public func list(prefix: String) async throws -> [StoredEntry] {
+        let sent = String(prefix.prefix { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.~".contains($0)) })
+        var entries: [StoredEntry] = []
+        var continuation: String?
+        repeat {
+            var query = [(name: "list-type", value: "2"), (name: "prefix", value: sent)]
+            if let continuation { query.append((name: "continuation-token", value: continuation)) }
+            let answer = try await send("GET", key: nil, query: query, operation: "ListObjectsV2", timeout: .seconds(30), readsBody: true)
+            guard answer.succeeded else { throw answer.error }
+            for contents in S3ErrorDocument.elements("Contents", in: answer.body) {
+                guard let key = S3ErrorDocument.element("Key", in: contents), key.hasPrefix(prefix) else { continue }
+                let modified = S3ErrorDocument.element("LastModified", in: contents).flatMap { Timestamp(rfc3339: $0) }
+                entries.append(StoredEntry(key: key, modified: modified.map { Double($0.millisecondsSinceEpoch) / 1000 } ?? 0))
+            }
+            continuation =
+                S3ErrorDocument.element("IsTruncated", in: answer.body) == "true"
+                ? S3ErrorDocument.element("NextContinuationToken", in: answer.body) : nil
+        } while continuation != nil
+        return entries
     }
 
     public func delete(key: String) async throws {
@@ -193,13 +280,78 @@ public struct S3MediaStore: MediaStore, Service {
         }
     }
 
+    // MARK: - Writing in parts
+
+    /// An S3 multipart upload under way: its id and the parts sent so far.
+    struct MultipartUpload {
+        let key: String
+        let id: String
+        var parts: [(number: Int, etag: String)] = []
+
+        mutating func send(_ bytes: [UInt8], through store: S3MediaStore) async throws {
+            let number = parts.count + 1
+            let answer = try await store.send(
+                "PUT", key: key, query: [("partNumber", String(number)), ("uploadId", id)],
+                headers: [("content-length", String(bytes.count))], payloadHash: SigV4Signer.payloadHash(bytes),
+                body: .bytes(ByteBuffer(bytes: bytes)), operation: "UploadPart")
+            guard answer.succeeded, let etag = answer.headers.first(name: "etag") else { throw answer.error }
+            parts.append((number, etag))
+        }
+    }
+
+    private func putBytes(_ bytes: [UInt8], key: String, contentType: String) async throws {
+        let answer = try await send(
+            "PUT", key: key, headers: [("content-type", contentType), ("content-length", String(bytes.count))],
+            payloadHash: SigV4Signer.payloadHash(bytes), body: .bytes(ByteBuffer(bytes: bytes)), operation: "PutObject")
+        guard answer.succeeded else { throw answer.error }
+    }
+
+    private func startMultipart(key: String, contentType: String) async throws -> MultipartUpload {
+        let answer = try await send(
+            "POST", key: key, query: [("uploads", "")], headers: [("content-type", contentType)], operation: "CreateMultipartUpload",
+            readsBody: true)
+        guard answer.succeeded, let id = S3ErrorDocument.element("UploadId", in: answer.body) else { throw answer.error }
+        return MultipartUpload(key: key, id: id)
+    }
+
+    private func complete(_ upload: MultipartUpload) async throws {
+        let parts = upload.parts.map { "<Part><PartNumber>\($0.number)</PartNumber><ETag>\(xmlEscaped($0.etag))</ETag></Part>" }
+        let body = Array("<CompleteMultipartUpload>\(parts.joined())</CompleteMultipartUpload>".utf8)
+        let answer = try await send(
+            "POST", key: upload.key, query: [("uploadId", upload.id)],
+            headers: [("content-type", "application/xml"), ("content-length", String(body.count))],
+            payloadHash: SigV4Signer.payloadHash(body), body: .bytes(ByteBuffer(bytes: body)), operation: "CompleteMultipartUpload",
+            readsBody: true)
+        guard answer.succeeded else { throw answer.error }
+    }
+
+    /// Aborts a multipart upload, so that its parts do not stay (and cost) in the bucket; done even when the caller
+    /// is cancelled. A failure is logged: the bucket's lifecycle rule for incomplete uploads is the net then.
+    private func abort(_ upload: MultipartUpload) async {
+        let answer = await Task {
+            try? await send("DELETE", key: upload.key, query: [("uploadId", upload.id)], operation: "AbortMultipartUpload", timeout: .seconds(30))
+        }.value
+        if answer.map({ !(200..<300).contains($0.status) && $0.status != 404 }) ?? true {
+            logger.warning("could not abort a multipart upload", metadata: ["key": "\(upload.key)", "upload_id": "\(upload.id)"])
+        }
+    }
+
+    private func xmlEscaped(_ text: String) -> String {
+        text.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing(">", with: "&gt;").replacing("\"", with: "&quot;")
+    }
+
     // MARK: - Requests
 
-    /// An answer: its status, headers and (for errors) the start of its body.
+    /// An answer: its status, headers, its body (for errors, or when asked) and the error it would be.
     struct Answer {
         var status: Int
         var headers: HTTPHeaders
+        var body: String
         var error: MediaStoreError
+
+        /// Whether it succeeded: a 2xx without an error document (CopyObject and CompleteMultipartUpload can fail
+        /// after their 200, in the body).
+        var succeeded: Bool { (200..<300).contains(status) && !body.contains("<Error>") }
     }
 
     /// Signs and sends one request for `key` (or the bucket itself), and reads the answer.
@@ -208,19 +360,22 @@ public struct S3MediaStore: MediaStore, Service {
     private func send(
         _ method: String,
         key: String?,
+        query: [(name: String, value: String)] = [],
         headers extra: [(name: String, value: String)] = [],
         payloadHash: String = SigV4Signer.emptyPayloadHash,
         body: HTTPClientRequest.Body? = nil,
         operation: String,
-        timeout: Duration? = nil
+        timeout: Duration? = nil,
+        readsBody: Bool = false
     ) async throws -> Answer {
         let path = "/" + configuration.bucket + (key.map { "/" + Self.encodedPath($0) } ?? "")
         var signed = extra
         signed.append(("host", configuration.hostHeader))
         signed.append(("x-amz-content-sha256", payloadHash))
-        let signature = signer.sign(method: method, path: path, headers: signed, payloadHash: payloadHash, date: .now())
+        let signature = signer.sign(method: method, path: path, query: query, headers: signed, payloadHash: payloadHash, date: .now())
 
-        var request = HTTPClientRequest(url: configuration.endpoint + path)
+        let queryString = query.isEmpty ? "" : "?" + SigV4Signer.canonicalQuery(query)
+        var request = HTTPClientRequest(url: configuration.endpoint + path + queryString)
         request.method = HTTPMethod(rawValue: method)
         for (name, value) in signature.headers {
             request.headers.add(name: name, value: value)
@@ -234,13 +389,14 @@ public struct S3MediaStore: MediaStore, Service {
             let deadline = timeout.map { NIODeadline.now() + TimeAmount($0) } ?? .distantFuture
             let response = try await client.execute(request, deadline: deadline, logger: logger)
             let status = Int(response.status.code)
-            var errorBody = ByteBuffer()
-            if !(200..<300).contains(status) && method != "HEAD" {
-                // An S3 error is a small XML document; more than this is not one.
-                errorBody = (try? await response.body.collect(upTo: 64 << 10)) ?? ByteBuffer()
+            var body = ByteBuffer()
+            if readsBody || (!(200..<300).contains(status) && method != "HEAD") {
+                // An S3 error is a small XML document, and so is a listing page of 1,000 keys; more is not one.
+                body = (try? await response.body.collect(upTo: 4 << 20)) ?? ByteBuffer()
             }
-            let error = S3ErrorDocument(String(buffer: errorBody)).error(status: status, target: target)
-            return Answer(status: status, headers: response.headers, error: error)
+            let text = String(buffer: body)
+            let error = S3ErrorDocument(text).error(status: (200..<300).contains(status) ? 500 : status, target: target)
+            return Answer(status: status, headers: response.headers, body: text, error: error)
         } catch let error as MediaStoreError {
             throw Task.isCancelled ? CancellationError() : error
         } catch {
@@ -295,8 +451,19 @@ struct S3ErrorDocument {
         return .permanent(text, statusCode: status)
     }
 
-    /// The text of the first `<name>…</name>`, unescaped; enough for S3's flat error documents.
-    private static func element(_ name: String, in xml: String) -> String? {
+    /// The raw insides of every `<name>…</name>` in order (a listing's `Contents`).
+    static func elements(_ name: String, in xml: String) -> [Substring] {
+        var found: [Substring] = []
+        var rest = xml[...]
+        while let open = rest.firstRange(of: "<\(name)>"), let close = rest[open.upperBound...].firstRange(of: "</\(name)>") {
+            found.append(rest[open.upperBound..<close.lowerBound])
+            rest = rest[close.upperBound...]
+        }
+        return found
+    }
+
+    /// The text of the first `<name>…</name>`, unescaped; enough for S3's flat documents.
+    static func element(_ name: String, in xml: some StringProtocol) -> String? {
         guard let open = xml.firstRange(of: "<\(name)>"), let close = xml[open.upperBound...].firstRange(of: "</\(name)>") else {
             return nil
         }

@@ -1,9 +1,7 @@
-import Platform
-
-// The C calls that types with their own `write` and `close` (StagingFile, the log's line writer) shadow.
+// The C calls that types with their own `write` and `close` (WritableFile, the log's line writer) shadow.
 
 /// `write(2)`, from the platform's C library.
-func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+public func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
     #if canImport(Glibc)
         Glibc.write(descriptor, buffer, count)
     #elseif canImport(Musl)
@@ -15,7 +13,7 @@ func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) 
 
 /// `close(2)`, from the platform's C library.
 @discardableResult
-func systemClose(_ descriptor: Int32) -> Int32 {
+public func systemClose(_ descriptor: Int32) -> Int32 {
     #if canImport(Glibc)
         Glibc.close(descriptor)
     #elseif canImport(Musl)

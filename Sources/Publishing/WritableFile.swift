@@ -1,0 +1,63 @@
+import NIOPosix
+import Platform
+
+/// A new file written by one task through plain descriptors, so no cancelled-task rule can leave it open: short writes
+/// in the caller's task (they reach the page cache), the `fsync` on NIO's blocking-I/O pool.
+///
+/// `@unchecked Sendable`: used by one task at a time (the fsync hands its descriptor to a pool thread and waits).
+public final class WritableFile: @unchecked Sendable {
+    /// A system call that failed, and its `errno`.
+    public struct Failure: Error, Equatable {
+        public var operation: String
+        public var code: Int32
+
+        public init(operation: String, code: Int32) {
+            self.operation = operation
+            self.code = code
+        }
+    }
+
+    public let path: String
+    private var descriptor: Int32
+
+    /// Creates (or truncates) the file at `path` with `mode`.
+    public init(creating path: String, mode: mode_t = 0o600) throws(Failure) {
+        self.path = path
+        descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        guard descriptor >= 0 else { throw Failure(operation: "open \(path)", code: errno) }
+    }
+
+    deinit { if descriptor >= 0 { systemClose(descriptor) } }
+
+    public func write(_ bytes: [UInt8]) throws(Failure) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { systemWrite(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw Failure(operation: "write \(path)", code: errno)
+            }
+            offset += written
+        }
+    }
+
+    /// `fsync` on NIO's blocking-I/O pool: it can take milliseconds, too long for the cooperative pool.
+    public func synchronize() async throws {
+        let descriptor = self.descriptor
+        let result = try await NIOThreadPool.singleton.runIfActive { fsync(descriptor) == 0 ? 0 : errno }
+        guard result == 0 else { throw Failure(operation: "fsync \(path)", code: result) }
+    }
+
+    public func close() throws(Failure) {
+        guard descriptor >= 0 else { return }
+        let result = systemClose(descriptor)
+        descriptor = -1
+        guard result == 0 else { throw Failure(operation: "close \(path)", code: errno) }
+    }
+
+    /// Closes the file if still open and removes it: what a failed write leaves is nothing.
+    public func discard() {
+        try? close()
+        unlink(path)
+    }
+}
