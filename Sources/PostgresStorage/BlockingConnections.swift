@@ -14,6 +14,8 @@ import Synchronization
 final class BlockingConnections: Sendable {
     /// The longest a connection takes to be made (a refused one fails at once).
     static let connectTimeout = TimeAmount.seconds(3)
+    /// These connections' `application_name`, telling them apart in `pg_stat_activity`.
+    static let applicationName = "herald-blocking"
 
     /// One connection, made when first needed, used by one caller at a time.
     private final class Slot: Sendable {
@@ -38,18 +40,34 @@ final class BlockingConnections: Sendable {
         if let problem = reachability.problem { throw StorageUnavailable(reason: problem) }
         let slot = slots[(next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % slots.count]
         return try slot.connection.withLock { connection in
-            do {
-                let current = try connection ?? connect()
-                connection = current
-                return try wait(current.query(query, logger: logger), on: current.eventLoop).rows
-            } catch {
-                // A failed or late query leaves the connection in doubt: the next call makes another.
-                if let connection { Self.discard(connection) }
+            // One the server closed since its last use (a restart, an idle timeout) is not tried: it would only fail.
+            if let stale = connection, stale.isClosed {
+                Self.discard(stale)
                 connection = nil
-                throw PostgresStorage.storageError(error)
+            }
+            var reused = connection != nil
+            while true {
+                do {
+                    let current = try connection ?? connect()
+                    connection = current
+                    return try wait(current.query(query, logger: logger), on: current.eventLoop).rows
+                } catch {
+                    // A failed or late query leaves the connection in doubt: the next call makes another.
+                    if let connection { Self.discard(connection) }
+                    connection = nil
+                    // A kept connection found closed as the query went: once more, on a new one.
+                    if reused, let error = error as? PSQLError, Self.closedCodes.contains(error.code) {
+                        reused = false
+                        continue
+                    }
+                    throw PostgresStorage.storageError(error)
+                }
             }
         }
     }
+
+    /// Errors of a connection that was closed, not of the query sent on it.
+    private static let closedCodes: [PSQLError.Code] = [.serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown]
 
     /// Closes every connection (at shutdown).
     func close() {
@@ -65,6 +83,7 @@ final class BlockingConnections: Sendable {
         let eventLoop = MultiThreadedEventLoopGroup.singleton.any()
         var configuration = try url.connectionConfiguration()
         configuration.options.connectTimeout = Self.connectTimeout
+        configuration.options.additionalStartupParameters = [("application_name", Self.applicationName)]
         let connecting = PostgresConnection.connect(on: eventLoop, configuration: configuration, id: 2, logger: logger)
         do {
             return try wait(connecting, on: eventLoop)

@@ -122,6 +122,27 @@ struct ChangeFeedTests {
 
     /// Terminates the listener connection of the one storage that listens on `url`'s database and waits until its
     /// backend has gone; its pid.
+    @Test("a blocking read on a connection the server has closed since (a restart) is answered on a new one, not failed")
+    func blockingReadAfterItsConnectionClosed() async throws {
+        let url = try await freshDatabase()
+        let storage = try await PostgresStorage.open(url: url, logger: quiet)
+        try await running(storage) {
+            // Every connection of the blocking reads made (they are taken in turn).
+            for _ in 0..<8 { #expect(try storage.keys.find(hash: "none") == nil) }
+            let connection = try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: 9, logger: quiet)
+            let terminated = try await connection.query(
+                """
+                SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))::int FROM pg_stat_activity
+                WHERE application_name = \(BlockingConnections.applicationName) AND datname = current_database()
+                """, logger: quiet
+            ).decode(Int.self).reduce(0, +)
+            try await connection.close()
+            #expect(terminated == 4)
+            // Each read lands on a closed connection first: it is made again and the read answered.
+            for _ in 0..<8 { #expect(try storage.keys.find(hash: "none") == nil) }
+        }
+    }
+
     private func terminateListener(_ url: DatabaseURL) async throws -> Int {
         let connection = try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: 9, logger: quiet)
         do {
