@@ -3,7 +3,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-webhooks verify-container clean \
+.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-replicas bench-webhooks verify-container clean \
 	reliability reliability-deps fuzz
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
@@ -71,6 +71,13 @@ bench-healthz: deps
 ## 1,000 idle Server-Sent Events streams (RSS, CPU) and the fan-out latency of a change to 100 of them (release build).
 bench-sse: release
 	python3 Benchmarks/sse.py
+
+## Herald on PostgreSQL beside Herald on SQLite (release build; a durable PostgreSQL 15 of its own): the status poll, the
+## publish path and a 10,000-job claim backlog over three replicas (Benchmarks/replicas.py; about 5 minutes warm).
+bench-replicas: release
+	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }
+	@dpkg -s postgresql >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql; }
+	python3 Benchmarks/replicas.py $(BENCH_ARGS)
 
 ## Webhook deliveries a second to a local nginx that answers 204: a backlog, then live job endings (release build).
 bench-webhooks: release

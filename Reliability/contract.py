@@ -5,7 +5,9 @@ Starts `herald serve` on a loopback port with a new data directory and an admin 
 run), runs Schemathesis with Reliability/schemathesis.toml and Reliability/schemathesis_hooks.py, and fails when
 it reports any failure or error. `--json-out` writes the figures for RELIABILITY.md.
 
-    python3 Reliability/contract.py [--herald PATH] [--max-time SECONDS] [--seed N] [--json-out PATH]
+    python3 Reliability/contract.py [--herald PATH] [--max-time SECONDS] [--seed N] [--json-out PATH] [--postgres]
+
+With `--postgres` Herald keeps its rows in a PostgreSQL 15 of the run's own (`--database`), its media staged in the store.
 """
 import argparse
 import json
@@ -24,6 +26,7 @@ sys.path.insert(0, str(HERE))
 import harness  # noqa: E402 (it puts scripts/ on the path, for herald_support)
 from harness import HOST, REPO_ROOT  # noqa: E402
 from herald_support import Herald, create_key  # noqa: E402
+from herald_support.postgres import Postgres  # noqa: E402
 
 
 def main():
@@ -33,16 +36,26 @@ def main():
     parser.add_argument("--seed", type=int, help="a fixed seed makes the run reproducible")
     parser.add_argument("--json-out")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (data, log, reports)")
+    parser.add_argument("--postgres", action="store_true", help="Herald on a PostgreSQL of this run (--database)")
     args = parser.parse_args()
     if shutil.which("schemathesis") is None:
         sys.exit("schemathesis is not installed: python3 -m pip install 'schemathesis>=4,<5'")
+    if args.postgres:
+        with Postgres(durable=False) as postgres:
+            fuzz(args, postgres.database())
+    else:
+        fuzz(args, None)
+
+
+def fuzz(args, database):
+    """Schemathesis against one Herald (on `database` if given); exits 1 when it failed."""
 
     work = Path(tempfile.mkdtemp(prefix="herald-contract-"))
     data = work / "data"
-    key = create_key(args.herald, data, "schemathesis")
+    key = create_key(args.herald, data, "schemathesis", database)
     # No rate limits (Schemathesis sends thousands of requests with one key); everything else as users run it.
     server = Herald(args.herald, data, "--rate-limit", "0", "--auth-failure-limit", "0", "--log-level", "warning",
-                    log_path=work / "herald.log")
+                    *(["--database", database] if database else []), log_path=work / "herald.log")
     try:
         server.start(timeout=30)
     except RuntimeError:
@@ -97,7 +110,8 @@ def main():
         print(f"work directory kept: {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
-    sys.exit(0 if ok else 1)
+    if not ok:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

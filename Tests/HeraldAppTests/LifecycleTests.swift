@@ -5,12 +5,18 @@ import HeraldStorage
 import HeraldTestSupport
 import Logging
 import NIOHTTP1
+import Platform
 import Publishing
 import SQLiteStorage
 import Synchronization
 import Testing
 
 @testable import HeraldApp
+
+// Both owners of `struct stat` imported: see FileReading/FileChunks.swift.
+#if canImport(CNIOLinux)
+    import CNIOLinux
+#endif
 
 /// Files in a folder, none if it does not exist.
 func files(in folder: String) -> [String] {

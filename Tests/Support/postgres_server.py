@@ -6,7 +6,8 @@ Lines on stdin, `stop` and `start`, stop the server (fast shutdown) and start it
 anything). Each is answered by one JSON line once done: for the tests of what Herald does while PostgreSQL is down.
 
 Runs Debian's PostgreSQL 15 (`apt-get install postgresql`): `initdb` on a new temporary directory, then `pg_ctl start`
-on a free loopback port, fsync off (a test database need not survive a power cut). PostgreSQL refuses to run as root,
+on a free loopback port, fsync off (a test database need not survive a power cut; `--durable` keeps it on, for the
+benchmarks). PostgreSQL refuses to run as root,
 so as root both run as the `postgres` user. Once the server accepts connections this prints one JSON line,
 {"port": P, "user": "postgres"}, then waits for its standard input to close (the test process ended or let go)
 and stops the server at once and removes the directory. A failure prints {"error": "..."} instead.
@@ -63,8 +64,9 @@ def main():
         # A port taken between the probe and the server's bind: try another (three times at most).
         for _ in range(3):
             port = free_port()
-            options = (f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
-                       "-c full_page_writes=off -c max_connections=200")
+            # Durable (--durable, for the benchmarks: as users run it) or not (the tests: a power cut need not be survived).
+            durability = "" if "--durable" in sys.argv else "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 {durability}-c max_connections=200"
             result = subprocess.run(as_postgres([f"{BIN}/pg_ctl", "-D", data, "-o", options, "-l", os.path.join(directory, "log"),
                                                  "-w", "-t", "60", "start"]), capture_output=True, timeout=90)
             if result.returncode == 0:

@@ -19,9 +19,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def create_key(binary, data_dir, name):
-    """`herald keys create` with the admin scope, before the server starts (as an operator would): the new key."""
+def create_key(binary, data_dir, name, database=None):
+    """`herald keys create` with the admin scope, before the server starts (as an operator would), in `data_dir`'s
+    SQLite or the PostgreSQL `database` URL: the new key."""
     command = [str(binary), "keys", "create", "--name", name, "--scope", "admin", "--data-dir", str(data_dir)]
+    command += ["--database", database] if database else []
     created = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
     return created.stdout.split("\n", 1)[0]
 

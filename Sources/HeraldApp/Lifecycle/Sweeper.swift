@@ -3,15 +3,8 @@ import HeraldCore
 import HeraldStorage
 import Logging
 import Metrics
-import NIOPosix
-import Platform
 import Publishing
 import ServiceLifecycle
-
-// Both owners of `struct stat` imported: see FileReading/FileChunks.swift.
-#if canImport(CNIOLinux)
-    import CNIOLinux
-#endif
 
 /// Expires what has outlived its time, at start and every minute: unattached media past `--staged-media-ttl` (row,
 /// then file), idempotency keys past their 24 hours and webhook deliveries past their 7 days. At start and every hour it also removes staged files that no

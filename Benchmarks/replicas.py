@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Herald on PostgreSQL beside Herald on SQLite, in one run (issue 31): the status poll, the publish path (issue 18's
+P7) and a claim backlog over three replicas.
+
+    python3 Benchmarks/replicas.py [--herald BIN] [--rounds 3] [--seconds 5] [--posts 200] [--backlog 10000]
+                                   (`make bench-replicas`: a release build first; writes Benchmarks/out/replicas.md)
+
+PostgreSQL 15 runs durable, as users run it (fsync and synchronous_commit on: Tests/Support/postgres_server.py
+--durable), on loopback, on this same 2-core machine. Both Heralds run their defaults otherwise (the file store under
+the data directory; on PostgreSQL the media are staged in it). Pairs run alternately (SQLite, PostgreSQL, SQLite, ...).
+  1. Status poll: wrk on `GET /v1/jobs/{id}` of a succeeded job of 4 media, both at --log-level warning.
+  2. Publish path: `--posts` posts x 4 media of 100 bytes by 8 clients, from the first POST /v1/posts to every job
+     done; posts/s, job p50/p90, CPU per post (Herald, and PostgreSQL's processes), durable commits per post (SQLite:
+     herald_database_commits_total; PostgreSQL: the WAL flushes of pg_stat_wal, wal_sync).
+  3. Claim backlog: `--backlog` text-only posts queued while paused, then three replicas (8 workers each) resumed:
+     claims a second, and no job run twice (every job ends succeeded at attempt 1).
+Every load loop is bounded in count and time.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+sys.path.insert(0, BENCH)
+import run  # noqa: E402 (the measurements' helpers: wrk, the P7 workload; it puts scripts/ on the path)
+from herald_support import Herald, create_key  # noqa: E402
+from herald_support.postgres import Postgres  # noqa: E402
+
+def serve(binary, name, database=None, *flags):
+    """`herald serve` at --log-level warning with an admin key made first (on `database` if given), no rate limit."""
+    data = tempfile.mkdtemp(prefix=f"herald-{name}-")
+    where = ["--database", database] if database else []
+    key = create_key(binary, data, "bench", database)
+    herald = Herald(binary, data, "--log-level", "warning", "--rate-limit", "0", *where, *flags, name=name,
+                    log_path=os.path.join(run.OUT, f"{name}.log")).start("/readyz", timeout=60)
+    run.KEYS[herald.port] = key
+    herald.data = data
+    return herald
+
+
+def stop(herald):
+    herald.stop()
+    shutil.rmtree(herald.data, ignore_errors=True)
+
+
+def succeeded_job(herald):
+    """A post of 4 media, published: its job's path."""
+    media = [json.loads(run.http("POST", herald.url("/v1/media"), run.PNG + bytes([i]) * 100, "image/png")[1])["id"] for i in range(4)]
+    body = json.dumps({"text": "benchmark", "media_ids": media}).encode()
+    job = json.loads(run.http("POST", herald.url("/v1/posts"), body, "application/json")[1])["job"]["id"]
+    answer = json.loads(run.http("GET", herald.url(f"/v1/jobs/{job}?wait=30"))[1])
+    assert answer["state"] == "succeeded", answer
+    return f"/v1/jobs/{job}"
+
+
+def status_poll(binary, postgres, rounds, seconds):
+    sqlite = serve(binary, "poll-sqlite")
+    pg = serve(binary, "poll-postgres", postgres.database())
+    try:
+        targets = [("SQLite", sqlite, succeeded_job(sqlite)), ("PostgreSQL", pg, succeeded_job(pg))]
+        results = {name: [] for name, _, _ in targets}
+        for index in range(rounds):
+            for name, herald, path in targets:
+                run.log(f"status poll, round {index + 1}/{rounds}: {name}")
+                results[name].append(run.wrk(herald, path, seconds, f"replicas-poll-{name}-{index + 1}"))
+        return results
+    finally:
+        stop(sqlite)
+        stop(pg)
+
+
+def publish_path(binary, postgres, rounds, posts):
+    results = {"SQLite": [], "PostgreSQL": []}
+    for index in range(rounds):
+        for name in results:
+            database = postgres.database() if name == "PostgreSQL" else None
+            herald = serve(binary, f"publish-{name.lower()}", database)
+            try:
+                run.log(f"publish path, round {index + 1}/{rounds}: {name}, uploading {posts * 4} media (not timed)")
+                media = run.upload_small(herald, posts * run.PUBLISH_MEDIA_PER_POST)
+                commits, syncs = run.commit_counts(herald), postgres.wal_syncs()
+                cpu, pg_cpu = herald.cpu_seconds(), postgres.cpu_seconds()
+                run.log(f"publish path, round {index + 1}/{rounds}: {name}, {posts} posts by {run.PUBLISH_CLIENTS} clients, timed")
+                elapsed, jobs = run.publish_workload(herald, media, posts)
+                cpu, pg_cpu = herald.cpu_seconds() - cpu, postgres.cpu_seconds() - pg_cpu
+                durations = [run.timestamp(job["finished_at"]) - run.timestamp(job["started_at"]) for job in jobs]
+                durable = (postgres.wal_syncs() - syncs) if database else (run.commit_counts(herald) - commits)
+                results[name].append({
+                    "rate": posts / elapsed,
+                    "p50_ms": statistics.median(durations) * 1000,
+                    "p90_ms": run.percentile(durations, 0.9) * 1000,
+                    "cpu_ms": cpu / posts * 1000,
+                    "postgres_cpu_ms": pg_cpu / posts * 1000 if database else 0.0,
+                    "durable": durable / posts,
+                })
+            finally:
+                stop(herald)
+    return results
+
+
+def publish_two_replicas(binary, postgres, rounds, posts):
+    """The publish path split over two replicas on one database: half the clients and posts through each, at once."""
+    results = []
+    for index in range(rounds):
+        database = postgres.database()
+        # One file store for both (a directory every replica mounts): a job may run on the replica its post did not reach.
+        shared = tempfile.mkdtemp(prefix="herald-shared-store-")
+        replicas = [serve(binary, f"publish-replica-{number}", database, "--replica-id", f"r{number}", "--store", f"file://{shared}/objects")
+                    for number in (1, 2)]
+        try:
+            half = posts // 2
+            run.log(f"publish path, round {index + 1}/{rounds}: 2 replicas, uploading {posts * 4} media (not timed)")
+            media = [run.upload_small(herald, half * run.PUBLISH_MEDIA_PER_POST) for herald in replicas]
+            syncs, pg_cpu = postgres.wal_syncs(), postgres.cpu_seconds()
+            cpu = [herald.cpu_seconds() for herald in replicas]
+            outcomes = [None, None]
+
+            def workload(number):
+                outcomes[number] = run.publish_workload(replicas[number], media[number], half, clients=run.PUBLISH_CLIENTS // 2)
+
+            run.log(f"publish path, round {index + 1}/{rounds}: 2 replicas, {2 * half} posts by {run.PUBLISH_CLIENTS} clients, timed")
+            started = time.monotonic()
+            threads = [threading.Thread(target=workload, args=(number,)) for number in (0, 1)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=960)
+            elapsed = time.monotonic() - started
+            if any(outcome is None for outcome in outcomes):
+                raise RuntimeError("the two-replica publish workload failed (see the log above)")
+            jobs = outcomes[0][1] + outcomes[1][1]
+            durations = [run.timestamp(job["finished_at"]) - run.timestamp(job["started_at"]) for job in jobs]
+            herald_cpu = sum(herald.cpu_seconds() - before for herald, before in zip(replicas, cpu))
+            results.append({
+                "rate": 2 * half / elapsed,
+                "p50_ms": statistics.median(durations) * 1000,
+                "p90_ms": run.percentile(durations, 0.9) * 1000,
+                "cpu_ms": herald_cpu / (2 * half) * 1000,
+                "postgres_cpu_ms": (postgres.cpu_seconds() - pg_cpu) / (2 * half) * 1000,
+                "durable": (postgres.wal_syncs() - syncs) / (2 * half),
+            })
+        finally:
+            for herald in replicas:
+                stop(herald)
+            shutil.rmtree(shared, ignore_errors=True)
+    return results
+
+
+def claim_backlog(binary, postgres, backlog, replicas=3, workers=8, limit=600):
+    """`backlog` text-only posts queued while paused, then `replicas` replicas resumed: (claims a second, jobs run
+    twice, jobs not succeeded)."""
+    database = postgres.database()
+    first = serve(binary, "backlog-1", database, "--workers", str(workers), "--replica-id", "backlog-1")
+    others = []
+    try:
+        run.http("POST", first.url("/v1/queue/pause"))
+        run.log(f"claim backlog: queueing {backlog} posts (not timed)")
+        body = json.dumps({"text": "queued"}).encode()
+        errors = []
+
+        def client(number, clients=8):
+            connection = run.KeptAlive(first)
+            try:
+                for _ in range(number, backlog, clients):
+                    connection.request("POST", "/v1/posts", body)
+            except Exception as error:  # reported below
+                errors.append(error)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=client, args=(number,), daemon=True) for number in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=limit)
+        if errors or any(thread.is_alive() for thread in threads):
+            raise RuntimeError(f"queueing the backlog failed: {errors[:1] or 'out of time'}")
+        for number in range(2, replicas + 1):
+            others.append(serve(binary, f"backlog-{number}", database, "--workers", str(workers), "--replica-id", f"backlog-{number}"))
+            run.KEYS[others[-1].port] = run.KEYS[first.port]
+        run.log(f"claim backlog: {replicas} replicas resumed, timed")
+        started = time.monotonic()
+        run.http("POST", first.url("/v1/queue/resume"))
+        deadline = started + limit
+        while time.monotonic() < deadline:
+            queue = json.loads(run.http("GET", first.url("/v1/queue"))[1])
+            if queue["queued"] == 0 and queue["running"] == 0:
+                break
+            time.sleep(0.05)
+        elapsed = time.monotonic() - started
+        attempts = postgres.sql("SELECT count(*) FILTER (WHERE attempt > 1), count(*) FILTER (WHERE state <> 'succeeded') FROM jobs",
+                                Postgres.name_of(database))
+        twice, unfinished = (int(value) for value in attempts.split("|"))
+        return {"jobs": backlog, "seconds": elapsed, "rate": backlog / elapsed, "twice": twice, "unfinished": unfinished}
+    finally:
+        for herald in [first, *others]:
+            stop(herald)
+
+
+def report(args, poll, published, backlog):
+    median = statistics.median
+    lines = [f"# Herald on PostgreSQL beside SQLite ({time.strftime('%Y-%m-%d')}, {run.machine()})", ""]
+    if poll:
+        sqlite, pg = (median(r["rate"] for r in poll[name]) for name in ("SQLite", "PostgreSQL"))
+        lines += ["## Status poll (`GET /v1/jobs/{id}`, wrk -c32, --log-level warning)", "",
+                  "| | req/s (median of %d) | CPU µs/req | p99 ms |" % args.rounds, "|---|---|---|---|"]
+        for name in ("SQLite", "PostgreSQL"):
+            rows = poll[name]
+            lines.append(f"| {name} | {median(r['rate'] for r in rows):,.0f} ({min(r['rate'] for r in rows):,.0f}-{max(r['rate'] for r in rows):,.0f}) "
+                         f"| {median(r['cpu_us'] for r in rows):.1f} | {median(r['p99_ms'] for r in rows):.2f} |")
+        lines += ["", f"PostgreSQL / SQLite: **{pg / sqlite:.2f}×** (target ≥ 0.5×)", ""]
+    if published:
+        sqlite, pg = (median(r["rate"] for r in published[name]) for name in ("SQLite", "PostgreSQL"))
+        lines += [f"## Publish path ({args.posts} posts × 4 media, 8 clients, the file store)", "",
+                  "| | posts/s | job p50 / p90 ms | Herald CPU ms/post | PostgreSQL CPU ms/post | durable commits/post |",
+                  "|---|---|---|---|---|---|"]
+        for name in published:
+            rows = published[name]
+            lines.append(f"| {name} | {median(r['rate'] for r in rows):.1f} ({min(r['rate'] for r in rows):.1f}-{max(r['rate'] for r in rows):.1f}) "
+                         f"| {median(r['p50_ms'] for r in rows):.0f} / {median(r['p90_ms'] for r in rows):.0f} "
+                         f"| {median(r['cpu_ms'] for r in rows):.2f} | {median(r['postgres_cpu_ms'] for r in rows):.2f} "
+                         f"| {median(r['durable'] for r in rows):.2f} |")
+        two = median(r["rate"] for r in published["PostgreSQL, 2 replicas"])
+        lines += ["", f"PostgreSQL / SQLite: **{pg / sqlite:.2f}×** (target ≥ 0.7×; durable commits/post ≤ 4: WAL flushes on "
+                  f"PostgreSQL, herald_database_commits_total on SQLite). Two replicas / one: {two / pg:.2f}× on this 2-core "
+                  "machine, where both replicas and PostgreSQL share the same two cores.", ""]
+    if backlog:
+        lines += [f"## Claim backlog ({backlog['jobs']:,} queued text-only jobs, 3 replicas × 8 workers)", "",
+                  f"{backlog['rate']:,.0f} jobs claimed and finished a second ({backlog['seconds']:.1f} s); "
+                  f"jobs run twice: {backlog['twice']}; not succeeded: {backlog['unfinished']}", ""]
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--herald", default=os.path.join(ROOT, ".build-release", "release", "herald"))
+    parser.add_argument("--rounds", type=int, default=3, choices=range(1, 11), metavar="1..10")
+    parser.add_argument("--seconds", type=int, default=5, choices=range(1, 61), metavar="1..60")
+    parser.add_argument("--posts", type=int, default=200, choices=range(8, 2001), metavar="8..2000")
+    parser.add_argument("--backlog", type=int, default=10_000, choices=range(0, 100_001), metavar="0..100000")
+    parser.add_argument("--only", choices=["poll", "publish", "backlog"], action="append")
+    args = parser.parse_args()
+    only = set(args.only or ["poll", "publish", "backlog"])
+    os.makedirs(run.OUT, exist_ok=True)
+    with Postgres() as postgres:
+        poll = status_poll(args.herald, postgres, args.rounds, args.seconds) if "poll" in only else None
+        published = publish_path(args.herald, postgres, args.rounds, args.posts) if "publish" in only else None
+        if published is not None:
+            published["PostgreSQL, 2 replicas"] = publish_two_replicas(args.herald, postgres, args.rounds, args.posts)
+        backlog = claim_backlog(args.herald, postgres, args.backlog) if "backlog" in only and args.backlog else None
+    text = report(args, poll, published, backlog)
+    with open(os.path.join(run.OUT, "replicas.md"), "w") as file:
+        file.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
