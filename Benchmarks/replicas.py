@@ -3,6 +3,7 @@
 P7) and a claim backlog over three replicas.
 
     python3 Benchmarks/replicas.py [--herald BIN] [--rounds 3] [--seconds 5] [--posts 200] [--backlog 10000]
+                                   [--cancels 100] [--only poll|publish|backlog|cancel|events]
                                    (`make bench-replicas`: a release build first; writes Benchmarks/out/replicas.md)
 
 PostgreSQL 15 runs durable, as users run it (fsync and synchronous_commit on: Tests/Support/postgres_server.py
@@ -14,12 +15,17 @@ the data directory; on PostgreSQL the media are staged in it). Pairs run alterna
      herald_database_commits_total; PostgreSQL: the WAL flushes of pg_stat_wal, wal_sync).
   3. Claim backlog: `--backlog` text-only posts queued while paused, then three replicas (8 workers each) resumed:
      claims a second, and no job run twice (every job ends succeeded at attempt 1).
+  4. Cross-replica cancel: `--cancels` jobs each held in its copy by the S3 fake; the cancel sent to the other replica,
+     to the copy's connection closed (p50, p99).
+  5. Change to event: 100 `GET /v1/events` streams on one replica, five posts created through another (p50, p99).
 Every load loop is bounded in count and time.
 """
 import argparse
 import json
 import os
+import selectors
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
@@ -31,15 +37,16 @@ ROOT = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 import run  # noqa: E402 (the measurements' helpers: wrk, the P7 workload; it puts scripts/ on the path)
 from herald_support import Herald, create_key  # noqa: E402
+from herald_support.fake_s3 import CREDENTIALS, FakeS3  # noqa: E402
 from herald_support.postgres import Postgres  # noqa: E402
 
-def serve(binary, name, database=None, *flags):
+def serve(binary, name, database=None, *flags, env=None):
     """`herald serve` at --log-level warning with an admin key made first (on `database` if given), no rate limit."""
     data = tempfile.mkdtemp(prefix=f"herald-{name}-")
     where = ["--database", database] if database else []
     key = create_key(binary, data, "bench", database)
     herald = Herald(binary, data, "--log-level", "warning", "--rate-limit", "0", *where, *flags, name=name,
-                    log_path=os.path.join(run.OUT, f"{name}.log")).start("/readyz", timeout=60)
+                    log_path=os.path.join(run.OUT, f"{name}.log"), env=env).start("/readyz", timeout=60)
     run.KEYS[herald.port] = key
     herald.data = data
     return herald
@@ -153,6 +160,87 @@ def publish_two_replicas(binary, postgres, rounds, posts):
     return results
 
 
+def cross_replica_cancel(binary, postgres, cancels):
+    """Two replicas on the fake S3, whose copies (a job's uploads) are held until their connection closes: for each of
+    `cancels` jobs, the cancel sent to the replica not running it, to the copy's connection closed on the other
+    (seconds)."""
+    fake = FakeS3(None, bucket="bench", hang_copies=True).start()
+    database = postgres.database()
+    replicas = {name: serve(binary, f"cancel-{name}", database, "--replica-id", name, "--store", fake.store_url, env=CREDENTIALS)
+                for name in ("c1", "c2")}
+    latencies = []
+    try:
+        for index in range(cancels):
+            accepting = replicas["c1" if index % 2 == 0 else "c2"]
+            media = json.loads(run.http("POST", accepting.url("/v1/media"), run.PNG + index.to_bytes(4, "big"), "image/png")[1])["id"]
+            key = f"media/{media}.png"
+            body = json.dumps({"text": "cancelled", "media_ids": [media]}).encode()
+            job = json.loads(run.http("POST", accepting.url("/v1/posts"), body, "application/json")[1])["job"]["id"]
+            fake.wait(lambda fake: key in fake.received, timeout=30)
+            runner = json.loads(run.http("GET", accepting.url(f"/v1/jobs/{job}"))[1])["runner"]
+            other = replicas["c2" if runner == "c1" else "c1"]
+            started = time.monotonic()
+            run.http("POST", other.url(f"/v1/jobs/{job}/cancel"))
+            fake.wait(lambda fake: key in fake.closed, timeout=30)
+            latencies.append(fake.closed[key] - started)
+            assert json.loads(run.http("GET", other.url(f"/v1/jobs/{job}?wait=30"))[1])["state"] == "cancelled"
+        run.log(f"cross-replica cancel: {cancels} jobs measured")
+        return latencies
+    finally:
+        for herald in replicas.values():
+            stop(herald)
+        fake.stop()
+
+
+def change_to_event(binary, postgres, streams=100, changes=5):
+    """`streams` `GET /v1/events` streams on replica B; `changes` posts created through replica A: for each stream and
+    change, from the POST sent on A to the event's first bytes on B (seconds)."""
+    database = postgres.database()
+    limits = ["--max-streams", str(streams * 2), "--max-connections-per-ip", str(streams * 3)]
+    a = serve(binary, "events-a", database, "--replica-id", "ea", *limits)
+    b = serve(binary, "events-b", database, "--replica-id", "eb", *limits)
+    sockets = []
+    latencies = []
+    try:
+        selector = selectors.DefaultSelector()
+        for number in range(streams):
+            connection = socket.create_connection(("127.0.0.1", b.port))
+            connection.sendall(f"GET /v1/events HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer {run.KEYS[b.port]}\r\n\r\n".encode())
+            connection.setblocking(False)
+            selector.register(connection, selectors.EVENT_READ, number)
+            sockets.append(connection)
+
+        def read_until(predicate, deadline):
+            """Reads what comes on every stream until predicate(seen) or the deadline: {stream: first bytes' time}."""
+            seen = {}
+            while not predicate(seen) and time.monotonic() < deadline:
+                for ready, _ in selector.select(timeout=0.2):
+                    try:
+                        if ready.fileobj.recv(65536) and ready.data not in seen:
+                            seen[ready.data] = time.monotonic()
+                    except BlockingIOError:
+                        pass
+            return seen
+
+        opened = read_until(lambda seen: len(seen) == streams, time.monotonic() + 60)
+        assert len(opened) == streams, f"{len(opened)} of {streams} streams opened"
+        for index in range(changes):
+            read_until(lambda seen: False, time.monotonic() + 0.3)  # what is still coming, drained
+            body = json.dumps({"text": f"heard {index}", "scheduled_at": "2099-01-01T00:00:00Z"}).encode()
+            started = time.monotonic()
+            run.http("POST", a.url("/v1/posts"), body, "application/json")
+            heard = read_until(lambda seen: len(seen) == streams, time.monotonic() + 10)
+            latencies += [when - started for when in heard.values()]
+            latencies += [10.0] * (streams - len(heard))  # a stream that heard nothing in 10 s counts as 10 s
+        run.log(f"change to event: {changes} changes x {streams} streams measured")
+        return latencies
+    finally:
+        for connection in sockets:
+            connection.close()
+        stop(a)
+        stop(b)
+
+
 def claim_backlog(binary, postgres, backlog, replicas=3, workers=8, limit=600):
     """`backlog` text-only posts queued while paused, then `replicas` replicas resumed: (claims a second, jobs run
     twice, jobs not succeeded)."""
@@ -204,7 +292,7 @@ def claim_backlog(binary, postgres, backlog, replicas=3, workers=8, limit=600):
             stop(herald)
 
 
-def report(args, poll, published, backlog):
+def report(args, poll, published, backlog, cancels=None, events=None):
     median = statistics.median
     lines = [f"# Herald on PostgreSQL beside SQLite ({time.strftime('%Y-%m-%d')}, {run.machine()})", ""]
     if poll:
@@ -235,6 +323,14 @@ def report(args, poll, published, backlog):
         lines += [f"## Claim backlog ({backlog['jobs']:,} queued text-only jobs, 3 replicas × 8 workers)", "",
                   f"{backlog['rate']:,.0f} jobs claimed and finished a second ({backlog['seconds']:.1f} s); "
                   f"jobs run twice: {backlog['twice']}; not succeeded: {backlog['unfinished']}", ""]
+    for title, values, target in (("Cross-replica cancel (the request on one replica to the copy's connection closed on the "
+                                   f"other, {len(cancels or [])} jobs)", cancels, 100),
+                                  (f"Change to event on another replica's stream (100 `GET /v1/events` streams on B, posts "
+                                   f"created through A, {len(events or []) // 100} changes)", events, 250)):
+        if values:
+            ms = sorted(value * 1000 for value in values)
+            lines += [f"## {title}", "", f"p50 {run.percentile(ms, 0.5):.1f} ms, p99 {run.percentile(ms, 0.99):.1f} ms, "
+                      f"max {ms[-1]:.1f} ms (target p99 ≤ {target} ms)", ""]
     return "\n".join(lines)
 
 
@@ -245,9 +341,11 @@ def main():
     parser.add_argument("--seconds", type=int, default=5, choices=range(1, 61), metavar="1..60")
     parser.add_argument("--posts", type=int, default=200, choices=range(8, 2001), metavar="8..2000")
     parser.add_argument("--backlog", type=int, default=10_000, choices=range(0, 100_001), metavar="0..100000")
-    parser.add_argument("--only", choices=["poll", "publish", "backlog"], action="append")
+    parser.add_argument("--cancels", type=int, default=100, choices=range(1, 1001), metavar="1..1000")
+    parts = ["poll", "publish", "backlog", "cancel", "events"]
+    parser.add_argument("--only", choices=parts, action="append")
     args = parser.parse_args()
-    only = set(args.only or ["poll", "publish", "backlog"])
+    only = set(args.only or parts)
     os.makedirs(run.OUT, exist_ok=True)
     with Postgres() as postgres:
         poll = status_poll(args.herald, postgres, args.rounds, args.seconds) if "poll" in only else None
@@ -255,7 +353,9 @@ def main():
         if published is not None:
             published["PostgreSQL, 2 replicas"] = publish_two_replicas(args.herald, postgres, args.rounds, args.posts)
         backlog = claim_backlog(args.herald, postgres, args.backlog) if "backlog" in only and args.backlog else None
-    text = report(args, poll, published, backlog)
+        cancels = cross_replica_cancel(args.herald, postgres, args.cancels) if "cancel" in only else None
+        events = change_to_event(args.herald, postgres) if "events" in only else None
+    text = report(args, poll, published, backlog, cancels, events)
     with open(os.path.join(run.OUT, "replicas.md"), "w") as file:
         file.write(text + "\n")
     print(text)

@@ -27,6 +27,7 @@ import json
 import os
 import random
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -61,13 +62,15 @@ def _error_xml(code, message, resource=""):
 class FakeS3:
     """The fake: start it, point Herald's `--store` at ``store_url``, read ``counts()`` and ``objects()``."""
 
-    def __init__(self, root, bucket="herald", port=0, faults=None, seed=0, region="us-east-1", latency=0.0, hang=False):
+    def __init__(self, root, bucket="herald", port=0, faults=None, seed=0, region="us-east-1", latency=0.0, hang=False,
+                 hang_copies=False):
         self.root = os.path.abspath(root) if root else None
         self.bucket = bucket
         self.region = region
         self.faults = faults or Faults()
         self.latency = latency
         self.hang = hang
+        self.hang_copies = hang_copies  # CopyObject (a replica's upload of staged bytes) never answered, as `hang`
         self.bytes_received = 0        # PUT body bytes, as they arrive
         self.puts = []                 # answered PUTs: (key, head arrived, answered), monotonic
         self.received = {}             # hang: key -> when its whole body had arrived
@@ -440,6 +443,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self):
         started = time.monotonic()
         bucket, key = self._target()
+        if self.headers.get("x-amz-copy-source"):
+            return self._copy(bucket, key, unquote(self.headers["x-amz-copy-source"]))
         self.fake._count_request("PutObject")
         self.fake._put_started()
         try:
@@ -506,6 +511,29 @@ class _Handler(BaseHTTPRequestHandler):
             fake._count("puts_partial")
             fake._record("PUT", key, "partial: not stored")
             self.close_connection = True
+
+    def _copy(self, bucket, key, source):
+        """CopyObject within the bucket: answered at once (the object copied when a root keeps objects), or with
+        `hang_copies` never, as `hang` holds a PUT (its body, none, counts as arrived)."""
+        fake = self.fake
+        fake._count_request("CopyObject")
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self._read_exactly(length)
+        source_bucket, _, source_key = source.lstrip("/").partition("/")
+        if bucket != fake.bucket or source_bucket != fake.bucket or key is None or fake._object_path(key) is None:
+            return self._answer(400, _error_xml("InvalidRequest", "bad bucket or key"))
+        if fake.hang_copies:
+            return self._hang(key)
+        if fake.root:
+            origin = fake._object_path(source_key)
+            if not origin or not os.path.isfile(origin):
+                return self._answer(404, _error_xml("NoSuchKey", "The specified key does not exist.", source_key))
+            path = fake._object_path(key)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            shutil.copyfile(origin, path)
+        fake._record("COPY", key, f"copied from {source_key}")
+        self._answer(200, b"<CopyObjectResult><ETag>\"0\"</ETag></CopyObjectResult>")
 
     def _hang(self, key):
         """Never answers: waits (at most 120 s) for the client to close the connection, and records when."""
