@@ -3,7 +3,8 @@
 
     python3 Reliability/run.py [--rounds N] [--only crashloop,contract,...] [--herald PATH] [--fuzz-seconds S]
 
-Parts (each a script of this folder, also runnable alone): crashloop (SIGKILL under load, N rounds), contract
+Parts (each a script of this folder, also runnable alone): crashloop (SIGKILL under load, N rounds), crashloop-replicas
+(two replicas on PostgreSQL, N SIGKILLs of either), contract
 (Schemathesis), tsan and asan (the test suites under ThreadSanitizer and AddressSanitizer), fuzz (libFuzzer targets,
 Fuzz/run.sh), abuse (slowloris, floods, oversized heads, pipelining, unread uploads), sigterm (SIGTERM under load).
 Each writes its JSON under Reliability/out/; RELIABILITY.md is made from them. Exit 1 if any part failed.
@@ -28,6 +29,8 @@ def parts(args):
     herald = ["--herald", args.herald]
     return [
         ("crashloop", "Crash loop", [PY, HERE / "crashloop.py", "--rounds", str(args.rounds), "--seed", str(args.seed), *herald]),
+        ("crashloop-replicas", "Crash loop on PostgreSQL, two replicas",
+         [PY, HERE / "crashloop_replicas.py", "--kills", str(args.rounds), "--seed", str(args.seed), *herald]),
         ("contract", "The contract fuzzed", [PY, HERE / "contract.py", "--max-time", str(args.contract_seconds), *herald]),
         ("tsan", "ThreadSanitizer", [PY, HERE / "sanitizers.py", "thread"]),
         ("asan", "AddressSanitizer", [PY, HERE / "sanitizers.py", "address"]),
@@ -141,6 +144,19 @@ def crashloop(data):
     ]
 
 
+def crashloop_replicas(data):
+    if not data:
+        return []
+    return [
+        f"{data['kills']} SIGKILLs (seed {data['seed']}, {data['duration_s']} s) of one of two replicas on one PostgreSQL "
+        f"database and one S3 fake, {data['kills_with_uploads_in_flight']} of them with uploads in flight, each replica "
+        f"started again under its --replica-id; {data['posts_accepted']} posts accepted (2xx) and then checked against "
+        "PostgreSQL's rows and the store's objects.",
+        "",
+        *checks_list(data),
+    ]
+
+
 def contract(data):
     if not data:
         return []
@@ -202,7 +218,7 @@ def sigterm(data):
     ]
 
 
-RENDERERS = {"crashloop": crashloop, "contract": contract, "tsan": sanitizer, "asan": sanitizer, "fuzz": fuzz,
+RENDERERS = {"crashloop": crashloop, "crashloop-replicas": crashloop_replicas, "contract": contract, "tsan": sanitizer, "asan": sanitizer, "fuzz": fuzz,
              "abuse": abuse, "sigterm": sigterm}
 
 if __name__ == "__main__":

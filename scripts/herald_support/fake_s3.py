@@ -443,12 +443,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self):
         started = time.monotonic()
         bucket, key = self._target()
-        if self.headers.get("x-amz-copy-source"):
-            return self._copy(bucket, key, unquote(self.headers["x-amz-copy-source"]))
-        self.fake._count_request("PutObject")
+        copying = self.headers.get("x-amz-copy-source")
+        if not copying:
+            self.fake._count_request("PutObject")
         self.fake._put_started()
         try:
-            self._put(bucket, key, started)
+            if copying:
+                self._copy(bucket, key, unquote(copying))
+            else:
+                self._put(bucket, key, started)
         finally:
             self.fake._put_ended()
 
@@ -525,6 +528,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._answer(400, _error_xml("InvalidRequest", "bad bucket or key"))
         if fake.hang_copies:
             return self._hang(key)
+        time.sleep(fake.latency)  # a copy takes its time as a PUT does: a replica can die with one in flight
         if fake.root:
             origin = fake._object_path(source_key)
             if not origin or not os.path.isfile(origin):
