@@ -182,37 +182,12 @@ public struct FileMediaStore: MediaStore {
         let location = try self.location(of: key)
         // Untyped: a typed-throws closure returning Void crashes Swift 6.3.1's LifetimeDependenceDiagnostics pass.
         try await NIOThreadPool.singleton.runIfActive { () throws -> Void in try Self.makeDirectories(location.directory) }
-        let file: WritableFile
+        let size: Int
         do {
-            file = try WritableFile(creating: location.directory + "/.\(location.name).partial-\(Self.randomSuffix())", mode: 0o644)
-        } catch {
-            throw Self.errnoError(error.code, "Cannot \(error.operation)")
-        }
-        var size = 0
-        do {
-            var batch: [UInt8] = []
-            batch.reserveCapacity(chunkSize)
-            for try await chunk in chunks {
-                size += chunk.count
-                batch.append(contentsOf: chunk)
-                // Short page-cache writes in batches; the long wait (fsync) goes to NIO's thread pool below.
-                if batch.count >= chunkSize {
-                    try file.write(batch)
-                    batch.removeAll(keepingCapacity: true)
-                }
-            }
-            try file.write(batch)
-            try await file.synchronize()
-            try file.close()
-            try Task.checkCancellation()
-            guard rename(file.path, location.path) == 0 else { throw WritableFile.Failure(operation: "rename \(file.path)", code: errno) }
+            let file = try WritableFile(creating: location.directory + "/.\(location.name).partial-\(Self.randomSuffix())", mode: 0o644)
+            size = try await file.fill(with: chunks, batchSize: chunkSize, renamingTo: location.path)
         } catch let error as WritableFile.Failure {
-            file.discard()
             throw Self.errnoError(error.code, "Cannot \(error.operation)")
-        } catch {
-            // The body's own error (or a cancellation), as it came.
-            file.discard()
-            throw error
         }
         try await directorySync.sync(location.directory)
         return size

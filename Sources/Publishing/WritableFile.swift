@@ -55,6 +55,37 @@ public final class WritableFile: @unchecked Sendable {
         guard result == 0 else { throw Failure(operation: "close \(path)", code: errno) }
     }
 
+    /// Writes `chunks` in batches of `batchSize` bytes (short page-cache writes; the `fsync` once, on NIO's pool),
+    /// closes the file and renames it to `finalPath`, so that readers see all of its bytes or none; returns how many.
+    ///
+    /// On any error, and on cancellation before the rename, the file is removed: a system call's error comes out as a
+    /// ``Failure``, one of `chunks` (a body refused part way) as it came.
+    public func fill<Chunks: AsyncSequence>(with chunks: Chunks, batchSize: Int, renamingTo finalPath: String) async throws -> Int
+    where Chunks.Element == [UInt8] {
+        do {
+            var size = 0
+            var batch: [UInt8] = []
+            batch.reserveCapacity(batchSize)
+            for try await chunk in chunks {
+                size += chunk.count
+                batch.append(contentsOf: chunk)
+                if batch.count >= batchSize {
+                    try write(batch)
+                    batch.removeAll(keepingCapacity: true)
+                }
+            }
+            try write(batch)
+            try await synchronize()
+            try close()
+            try Task.checkCancellation()
+            guard rename(path, finalPath) == 0 else { throw Failure(operation: "rename \(path)", code: errno) }
+            return size
+        } catch {
+            discard()
+            throw error
+        }
+    }
+
     /// Closes the file if still open and removes it: what a failed write leaves is nothing.
     public func discard() {
         try? close()

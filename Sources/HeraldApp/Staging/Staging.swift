@@ -84,35 +84,11 @@ struct StagingArea: Sendable {
     /// Writes a file in the data directory's staging folder: fsynced, then renamed into place from `<path>.partial`.
     private func write<Chunks: AsyncSequence>(_ chunks: Chunks, to finalPath: String, folder: String) async throws
     where Chunks.Element == [UInt8] {
-        let partialPath = finalPath + ".partial"
-        let file: WritableFile
         do {
             try Self.makeDirectory(folder)
-            file = try WritableFile(creating: partialPath)
-        } catch {
-            throw StagingError.io(error.operation, error.code)
-        }
-        do {
-            var batch: [UInt8] = []
-            batch.reserveCapacity(Self.batchSize)
-            for try await chunk in chunks {
-                batch.append(contentsOf: chunk)
-                // Short page-cache writes in batches; the long wait (fsync) goes to NIO's thread pool below.
-                if batch.count >= Self.batchSize {
-                    try file.write(batch)
-                    batch.removeAll(keepingCapacity: true)
-                }
-            }
-            try file.write(batch)
-            try await file.synchronize()
-            try file.close()
-            guard rename(partialPath, finalPath) == 0 else { throw WritableFile.Failure(operation: "rename", code: errno) }
+            _ = try await WritableFile(creating: finalPath + ".partial").fill(with: chunks, batchSize: Self.batchSize, renamingTo: finalPath)
         } catch let error as WritableFile.Failure {
-            file.discard()
             throw StagingError.io(error.operation, error.code)
-        } catch {
-            file.discard()
-            throw error
         }
     }
 

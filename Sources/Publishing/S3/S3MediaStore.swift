@@ -109,17 +109,18 @@ public struct S3MediaStore: MediaStore, Service {
     where Chunks.Element == [UInt8] {
         try Task.checkCancellation()
         try Self.validate(key: key)
-        var part: [UInt8] = []
+        // The part fills one buffer, sent as a slice of it (not copied); the bytes after it stay for the next part.
+        var part = ByteBuffer()
         var size = 0
         var upload: MultipartUpload?
         do {
             for try await chunk in chunks {
                 size += chunk.count
-                part.append(contentsOf: chunk)
-                while part.count >= partSize {
+                part.writeBytes(chunk)
+                while part.readableBytes >= partSize {
                     if upload == nil { upload = try await startMultipart(key: key, contentType: contentType) }
-                    try await upload!.send(Array(part.prefix(partSize)), through: self)
-                    part.removeFirst(partSize)
+                    try await upload!.send(part.readSlice(length: partSize)!, through: self)
+                    part.discardReadBytes()
                 }
             }
             guard var multipart = upload else {
@@ -128,7 +129,7 @@ public struct S3MediaStore: MediaStore, Service {
             }
             upload = nil  // completing it: an error from here on is the completion's, and aborts it below
             do {
-                if !part.isEmpty || multipart.parts.isEmpty { try await multipart.send(part, through: self) }
+                if part.readableBytes > 0 || multipart.parts.isEmpty { try await multipart.send(part, through: self) }
                 try await complete(multipart)
             } catch {
                 await abort(multipart)
@@ -288,21 +289,21 @@ public struct S3MediaStore: MediaStore, Service {
         let id: String
         var parts: [(number: Int, etag: String)] = []
 
-        mutating func send(_ bytes: [UInt8], through store: S3MediaStore) async throws {
+        mutating func send(_ bytes: ByteBuffer, through store: S3MediaStore) async throws {
             let number = parts.count + 1
             let answer = try await store.send(
                 "PUT", key: key, query: [("partNumber", String(number)), ("uploadId", id)],
-                headers: [("content-length", String(bytes.count))], payloadHash: SigV4Signer.payloadHash(bytes),
-                body: .bytes(ByteBuffer(bytes: bytes)), operation: "UploadPart")
+                headers: [("content-length", String(bytes.readableBytes))], payloadHash: SigV4Signer.payloadHash(bytes.readableBytesView),
+                body: .bytes(bytes), operation: "UploadPart")
             guard answer.succeeded, let etag = answer.headers.first(name: "etag") else { throw answer.error }
             parts.append((number, etag))
         }
     }
 
-    private func putBytes(_ bytes: [UInt8], key: String, contentType: String) async throws {
+    private func putBytes(_ bytes: ByteBuffer, key: String, contentType: String) async throws {
         let answer = try await send(
-            "PUT", key: key, headers: [("content-type", contentType), ("content-length", String(bytes.count))],
-            payloadHash: SigV4Signer.payloadHash(bytes), body: .bytes(ByteBuffer(bytes: bytes)), operation: "PutObject")
+            "PUT", key: key, headers: [("content-type", contentType), ("content-length", String(bytes.readableBytes))],
+            payloadHash: SigV4Signer.payloadHash(bytes.readableBytesView), body: .bytes(bytes), operation: "PutObject")
         guard answer.succeeded else { throw answer.error }
     }
 

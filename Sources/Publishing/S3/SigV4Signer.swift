@@ -40,7 +40,13 @@ public struct SigV4Signer: Sendable {
 
     /// The SHA-256 of a body held in memory, in the lowercase hex that `x-amz-content-sha256` carries.
     public static func payloadHash(_ body: some Sequence<UInt8>) -> String {
-        Hex.encode(SHA256.hash(data: Array(body)))
+        // In place when the bytes are contiguous (an array, a ByteBuffer's view): a part is 8 MiB.
+        let digest = body.withContiguousStorageIfAvailable { bytes in
+            var hasher = SHA256()
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(bytes))
+            return hasher.finalize()
+        }
+        return Hex.encode(digest ?? SHA256.hash(data: Array(body)))
     }
 
     public var credentials: Credentials
