@@ -115,7 +115,7 @@ extension HeraldConfiguration {
     public static let options: [ServeOption] = [
         .text("host", \.host, help: "Address to listen on."),
         .integer("port", \.port, minimum: 0, maximum: 65535, help: "Port to listen on; 0 picks a free one."),
-        .text("data-dir", \.dataDirectory, help: "Database and staging files."),
+        .text("data-dir", \.dataDirectory, help: "Database and staging files (with --database: this replica's lock and temporary files)."),
         .optionalText(
             "database", \.database, defaultText: "SQLite in <data-dir>",
             help: "postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=disable|prefer|require]: the rows in PostgreSQL, for replicas."
@@ -170,7 +170,10 @@ extension HeraldConfiguration {
         .integer("webhook-attempts", \.webhookAttempts, minimum: 1, help: "Attempts before a webhook delivery fails for good."),
         .onOff("webhook-allow-private", \.webhookAllowPrivate, help: "Let webhook URLs reach loopback, private and link-local addresses."),
         .integer(
-            "min-free-disk", \.minFreeDisk, minimum: 0, help: "Bytes kept free on the data directory's disk; uploads that would use them get 507."),
+            "min-free-disk", \.minFreeDisk, minimum: 0,
+            help:
+                "Bytes kept free on the disk that holds staged uploads (the data directory's; with --database, a file:// store's); uploads that would use them get 507."
+        ),
     ]
 
     /// The configuration `arguments` (flags: `--name value`, `--name=value`, a switch alone) and `environment` give:
