@@ -241,7 +241,8 @@ public struct Application: Sendable {
             throw ConfigurationError(error.description)
         }
         do {
-            let storage = try await PostgresStorage.open(url: url, logger: logger, timeout: configuration.databaseStartTimeout)
+            let storage = try await PostgresStorage.open(
+                url: url, pool: configuration.databasePool, logger: logger, timeout: configuration.databaseStartTimeout)
             logger.info("database ready", metadata: ["database": "\(url)"])
             return (storage, [storage])
         } catch let error as PostgresStartError {

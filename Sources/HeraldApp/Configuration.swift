@@ -18,6 +18,8 @@ public struct HeraldConfiguration: Sendable {
     public var dataDirectory: String
     /// `postgres://…`: every row in that PostgreSQL database, for replicas; nil: SQLite in the data directory.
     public var database: String?
+    /// Connections of this replica's pool to PostgreSQL (besides its listener and its status polls' own).
+    public var databasePool: Int
     /// This process's name among the replicas: a running job's `runner`, its lease's holder.
     public var replicaID: String
     /// Seconds a running job's lease lasts unrenewed before another replica may take the job over.
@@ -87,6 +89,7 @@ public struct HeraldConfiguration: Sendable {
         dataDirectory: String = "./data",
         database: String? = nil,
         replicaID: String = HeraldConfiguration.defaultReplicaID,
+        databasePool: Int = 8,  // PostgresStorage.defaultPool, which says why
         leaseTimeout: Int = 10,
         leaseRenew: Int = 2,
         databaseStartTimeout: Duration = .seconds(30),
@@ -128,6 +131,7 @@ public struct HeraldConfiguration: Sendable {
         self.dataDirectory = dataDirectory
         self.database = database
         self.replicaID = replicaID
+        self.databasePool = databasePool
         self.leaseTimeout = leaseTimeout
         self.leaseRenew = leaseRenew
         self.databaseStartTimeout = databaseStartTimeout

@@ -120,6 +120,9 @@ extension HeraldConfiguration {
             "database", \.database, defaultText: "SQLite in <data-dir>",
             help: "postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=disable|prefer|require]: the rows in PostgreSQL, for replicas."
         ).variable("HERALD_DATABASE_URL"),
+        .integer(
+            "database-pool", \.databasePool, minimum: 1, maximum: 100,
+            help: "Pooled connections to PostgreSQL per replica, besides 5 of its own: keep replicas x (pool + 5) under its max_connections."),
         .custom("replica-id", defaultText: "HOST-PID", help: "This replica's name: the runner of the jobs it runs.") {
             configuration, text throws(ConfigurationError) in
             guard !text.isEmpty, text.count <= 200 else { throw ConfigurationError("must be 1 to 200 characters") }

@@ -14,13 +14,13 @@ struct PostgresJobRepository: JobRepository {
     // MARK: Reading
 
     func find(id: JobID, tenant: Tenant) async throws -> Job? {
-        guard var job = try await storage.read({ try await PostgresRows.job($0, id: id, tenant: tenant)?.job }) else { return nil }
+        guard var job = try await storage.autocommit({ try await PostgresRows.job($0, id: id, tenant: tenant)?.job }) else { return nil }
         storage.uploadProgress.apply(to: &job)
         return job
     }
 
     func snapshot(id: JobID, tenant: Tenant) async throws -> JobSnapshot? {
-        let read = try await storage.read { try await PostgresRows.job($0, id: id, tenant: tenant) }
+        let read = try await storage.autocommit { try await PostgresRows.job($0, id: id, tenant: tenant) }
         return read.map { storage.uploadProgress.snapshot($0.job, version: $0.version) }
     }
 
@@ -89,31 +89,16 @@ struct PostgresJobRepository: JobRepository {
     }
 
     func nextScheduledRunAt() async throws -> Timestamp? {
-        try await storage.run("SELECT min(run_at) FROM jobs WHERE state = \(JobState.scheduled.rawValue)").first?.decode(Timestamp?.self)
+        try await storage.autocommit { transaction in
+            try await transaction.rows(NextScheduled.self, "SELECT min(run_at) AS next FROM jobs WHERE state = \(JobState.scheduled.rawValue)")
+                .first?("next", as: Timestamp?.self)
+        } ?? nil
     }
 
     func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob] {
         guard limit > 0 else { return [] }
-        let claimed: [ClaimedJob] = try await storage.write { transaction in
-            let claimed = try await PostgresTransitions.claim(transaction, upTo: limit, runner: runner, leaseUntil: leaseUntil, now: now)
-            guard !claimed.isEmpty else { return [] }
-            var media: [JobID: [ClaimedMedia]] = [:]
-            for row in try await transaction.rows(
-                """
-                SELECT uploads.job_id, media.id, media.staging_path, media.size, media.sha256, media.content_type, uploads.attempts
-                FROM uploads JOIN media ON media.id = uploads.media_id
-                WHERE uploads.job_id = ANY(\(claimed.map(\.jobID.rawValue)))
-                ORDER BY media.position, media.id
-                """)
-            {
-                let id: MediaID = try row("id")
-                guard let type = MediaType(rawValue: try row("content_type")) else { throw UnreadableRow(table: "media", id: id.rawValue) }
-                media[try row("job_id"), default: []].append(
-                    ClaimedMedia(
-                        mediaID: id, stagingPath: try row("staging_path"), size: try row("size"), sha256: try row("sha256"), contentType: type,
-                        attempts: try row("attempts")))
-            }
-            return claimed.map { ClaimedJob(jobID: $0.jobID, postID: $0.postID, runner: runner, attempt: $0.attempt, media: media[$0.jobID] ?? []) }
+        let claimed = try await storage.autocommit { transaction in
+            try await PostgresTransitions.claim(transaction, upTo: limit, runner: runner, leaseUntil: leaseUntil, now: now)
         }
         storage.liveUploads.hold(claimed.map(\.lease))
         return claimed
@@ -178,6 +163,13 @@ struct PostgresJobRepository: JobRepository {
     func commit(_ lease: JobLease, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: lease.jobID)
         defer { storage.liveUploads.release(lease.jobID) }
+        // The usual commit is one statement; a lost lease, a cancel, a missing object or webhooks to tell take the long
+        // way, which says which.
+        if let job = try await storage.autocommit({
+            try await PostgresTransitions.commitAtOnce($0, lease, objects: objects, uploads: uploads, now: now)
+        }) {
+            return .done(job)
+        }
         return try await storage.write { transaction in
             guard let held = try await Self.held(transaction, lease) else { return .lostLease }
             guard !held.cancelRequested else { return .cancelRequested }
@@ -206,6 +198,9 @@ struct PostgresJobRepository: JobRepository {
     }
 
     // MARK: Implementation
+
+    /// The hot statement's name (``HotStatement``): the runner asks each time it waits.
+    enum NextScheduled: HotStatementSite {}
 
     private func end(_ lease: JobLease, _ step: Transition, error: Job.Failure, now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: lease.jobID)

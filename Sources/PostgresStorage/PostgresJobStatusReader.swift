@@ -9,7 +9,7 @@ struct PostgresJobStatusReader: JobStatusReader {
     let storage: PostgresStorage
 
     /// The job's columns, then its uploads' (one row per medium, in position order; NULL on the row of a job without).
-    static let query = """
+    static let selection = """
         SELECT \(JobColumn.all.map { "jobs.\($0)" }.joined(separator: ", ")),
                uploads.media_id AS upload_media_id, uploads.state AS upload_state, uploads.attempts AS upload_attempts,
                uploads.error AS upload_error, media.size AS upload_size, uploads.bytes_sent AS upload_bytes_sent,
@@ -17,9 +17,27 @@ struct PostgresJobStatusReader: JobStatusReader {
         FROM jobs
         LEFT JOIN media ON media.post_id = jobs.post_id
         LEFT JOIN uploads ON uploads.job_id = jobs.id AND uploads.media_id = media.id
-        WHERE jobs.id = $1 AND jobs.tenant = $2
-        ORDER BY media.position
         """
+
+    /// ``selection`` of one job of one tenant.
+    static let query = selection + " WHERE jobs.id = $1 AND jobs.tenant = $2 ORDER BY media.position"
+
+    /// The job and its version from the rows of ``selection``; nil if there are none.
+    static func job(_ rows: [Columns]) throws -> (job: Job, version: Int)? {
+        guard let first = rows.first else { return nil }
+        guard var job = Job(columns: JobRow(columns: first), uploads: []) else {
+            throw UnreadableRow(table: "jobs", id: (try? first("id", as: String.self)) ?? "?")
+        }
+        for row in rows {
+            guard let mediaID: MediaID = try row("upload_media_id") else { continue }
+            guard let state = UploadState(rawValue: try row("upload_state")) else { throw UnreadableRow(table: "uploads", id: "\(job.id)/\(mediaID)") }
+            job.uploads.append(
+                Job.Upload(
+                    mediaID: mediaID, state: state, attempts: try row("upload_attempts"), error: try row("upload_error"),
+                    size: try row("upload_size"), bytesSent: try row("upload_bytes_sent")))
+        }
+        return (job, try first("job_version"))
+    }
 
     func job(id: JobID, tenant: Tenant) throws -> Job? {
         if var job = storage.feed.polledJob(id: id, tenant: tenant) {
@@ -30,17 +48,8 @@ struct PostgresJobStatusReader: JobStatusReader {
         bindings.append(id)
         bindings.append(tenant.rawValue)
         let rows = try storage.blocking.rows(PostgresQuery(unsafeSQL: Self.query, binds: bindings)).map(Columns.init)
-        guard let first = rows.first else { return nil }
-        guard var job = Job(columns: JobRow(columns: first), uploads: []) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
-        for row in rows {
-            guard let mediaID: MediaID = try row("upload_media_id") else { continue }
-            guard let state = UploadState(rawValue: try row("upload_state")) else { throw UnreadableRow(table: "uploads", id: "\(id)/\(mediaID)") }
-            job.uploads.append(
-                Job.Upload(
-                    mediaID: mediaID, state: state, attempts: try row("upload_attempts"), error: try row("upload_error"),
-                    size: try row("upload_size"), bytesSent: try row("upload_bytes_sent")))
-        }
-        storage.feed.rememberPolled(job, tenant: tenant, version: try first("job_version"))
+        guard var (job, version) = try Self.job(rows) else { return nil }
+        storage.feed.rememberPolled(job, tenant: tenant, version: version)
         storage.uploadProgress.apply(to: &job)
         return job
     }

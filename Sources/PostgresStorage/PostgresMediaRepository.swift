@@ -7,7 +7,7 @@ struct PostgresMediaRepository: MediaRepository {
     let storage: PostgresStorage
 
     func insert(_ media: Media, tenant: Tenant, stagingPath: String) async throws {
-        try await storage.write { try await Self.insert($0, media, tenant: tenant, stagingPath: stagingPath) }
+        try await storage.autocommit { try await Self.insert($0, media, tenant: tenant, stagingPath: stagingPath) }
     }
 
     /// Inserts an unattached medium's row within the caller's transaction.

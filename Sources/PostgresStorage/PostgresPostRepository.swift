@@ -14,6 +14,16 @@ struct PostgresPostRepository: PostRepository {
     func create(
         _ request: PostRequest, tenant: Tenant, newMedia: [NewMedia], idempotency: IdempotencyRecord?, now: Timestamp
     ) async throws -> PostCreation {
+        // The usual post (listed media, no key) is one statement, its own transaction; a medium it could not attach
+        // sends it the long way, which says why.
+        if newMedia.isEmpty, idempotency == nil,
+            let created = try await storage.autocommit({ transaction in
+                try await PostgresTransitions.create(
+                    transaction, postID: PostID.generate(at: now), jobID: JobID.generate(at: now), tenant: tenant, request: request, now: now)
+            })
+        {
+            return .created(created)
+        }
         do {
             return try await storage.write { transaction in
                 try await Self.create(transaction, request, tenant: tenant, newMedia: newMedia, idempotency: idempotency, now: now)
@@ -54,7 +64,13 @@ struct PostgresPostRepository: PostRepository {
         }
         let postID = PostID.generate(at: now)
         let jobID = JobID.generate(at: now)
-        try await PostgresTransitions.create(transaction, postID: postID, jobID: jobID, tenant: tenant, request: request, now: now)
+        // Its media are locked and free: the creation cannot find one taken.
+        guard
+            let created = try await PostgresTransitions.create(
+                transaction, postID: postID, jobID: jobID, tenant: tenant, request: request, now: now)
+        else {
+            throw UnreadableRow(table: "media", id: request.mediaIDs.map(\.rawValue).joined(separator: ","), reason: "could not all be attached")
+        }
         if let idempotency {
             try await transaction.run(
                 """
@@ -62,7 +78,7 @@ struct PostgresPostRepository: PostRepository {
                 WHERE tenant = \(tenant.rawValue) AND key = \(idempotency.key)
                 """)
         }
-        return .created(try await PostgresRows.postAndJob(transaction, postID: postID, jobID: jobID))
+        return .created(created)
     }
 
     func reserve(_ idempotency: IdempotencyRecord, tenant: Tenant, now: Timestamp) async throws -> PostCreation? {

@@ -10,17 +10,20 @@ enum PostgresRows {
     /// The job object's columns (``JobColumn/all``) and its version.
     static let jobColumns = (JobColumn.all + ["version"]).joined(separator: ", ")
 
-    /// The job with this id and its uploads, with its version; nil if none (of `tenant`, when given).
+    /// The job with this id and its uploads, with its version, in one statement; nil if none (of `tenant`, when given).
     static func job(_ transaction: Transaction, id: JobID, tenant: Tenant? = nil) async throws -> (job: Job, version: Int)? {
-        let rows =
-            if let tenant {
-                try await transaction.rows("SELECT \(unescaped: jobColumns) FROM jobs WHERE id = \(id) AND tenant = \(tenant.rawValue)")
-            } else {
-                try await transaction.rows("SELECT \(unescaped: jobColumns) FROM jobs WHERE id = \(id)")
-            }
-        guard let row = rows.first else { return nil }
-        return (try await jobs(transaction, [row])[0], try row("version"))
+        try PostgresJobStatusReader.job(
+            try await transaction.rows(
+                JobRead.self,
+                """
+                \(unescaped: PostgresJobStatusReader.selection)
+                WHERE jobs.id = \(id) AND (\(tenant?.rawValue)::text IS NULL OR jobs.tenant = \(tenant?.rawValue)::text)
+                ORDER BY media.position
+                """))
     }
+
+    /// The hot statement's name (``HotStatement``).
+    enum JobRead: HotStatementSite {}
 
     /// The job with this id, which must exist.
     static func existingJob(_ transaction: Transaction, _ id: JobID) async throws -> Job {

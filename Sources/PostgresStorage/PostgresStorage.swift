@@ -32,9 +32,11 @@ public final class PostgresStorage: Storage, Service {
     /// Where the database is.
     public let url: DatabaseURL
 
-    private init(url: DatabaseURL, logger: Logger) {
+    private init(url: DatabaseURL, pool size: Int, logger: Logger) {
         self.url = url
-        self.pool = PostgresClient(configuration: url.clientConfiguration, backgroundLogger: logger)
+        var configuration = url.clientConfiguration
+        configuration.options.maximumConnections = size
+        self.pool = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.logger = logger
         let changes = JobChanges()
         self.changes = changes
@@ -43,12 +45,20 @@ public final class PostgresStorage: Storage, Service {
         self.blocking = BlockingConnections(url: url, reachability: reachability, logger: logger)
     }
 
+    /// How many pooled connections a replica keeps at most, unless told: few enough that seven replicas (with their
+    /// listener and status-poll connections, 13 each) fit a default PostgreSQL's 100 connections, and on a small
+    /// machine, where fewer backends compete for its cores, faster than postgres-nio's 20 (Benchmarks/notes.md).
+    public static let defaultPool = 8
+
     /// Connects to the database (waiting up to `timeout` for it to answer), applies the migrations it lacks, and
-    /// returns the storage, whose ``run()`` must then run for its queries to be served.
+    /// returns the storage (its pool up to `pool` connections), whose ``run()`` must then run for its queries to be
+    /// served.
     ///
     /// Throws ``PostgresStartError`` when the database cannot be reached in time, or its schema is newer than this
     /// version knows.
-    public static func open(url: DatabaseURL, logger: Logger, timeout: Duration = .seconds(30)) async throws -> PostgresStorage {
+    public static func open(
+        url: DatabaseURL, pool: Int = defaultPool, logger: Logger, timeout: Duration = .seconds(30)
+    ) async throws -> PostgresStorage {
         let connection = try await connect(url, logger: logger, within: timeout)
         do {
             _ = try await unwrapped { try await PostgresMigrations.apply(on: connection, logger: logger) }
@@ -57,7 +67,7 @@ public final class PostgresStorage: Storage, Service {
             try? await connection.close()
             throw error
         }
-        return PostgresStorage(url: url, logger: logger)
+        return PostgresStorage(url: url, pool: pool, logger: logger)
     }
 
     /// Runs the connection pool and the change feed's listener until cancelled or shut down gracefully.
@@ -79,7 +89,7 @@ public final class PostgresStorage: Storage, Service {
             let pending = liveUploads.pending(in: uploadProgress)
             guard !pending.isEmpty else { continue }
             do {
-                let held = try await write { transaction in try await PostgresTransitions.recordLiveUploads(transaction, pending) }
+                let held = try await autocommit { transaction in try await PostgresTransitions.recordLiveUploads(transaction, pending) }
                 liveUploads.wrote(pending, held: held)
             } catch {
                 // Written with the next change, or with the job's end.
@@ -145,6 +155,20 @@ public final class PostgresStorage: Storage, Service {
                 try await self.client.withTransaction(logger: logger) { connection in
                     try await body(Transaction(connection: connection, logger: logger, recorder: recorder))
                 }
+            }
+        }
+        feed.announce(recorder.jobs)
+        if recorder.deliveries { changes.publishDeliveries() }
+        return value
+    }
+
+    /// One statement that is its own transaction (no `BEGIN` and `COMMIT` round trips); what it changed is announced
+    /// as ``write(_:)`` does. `body` runs exactly one statement: a second would commit apart from the first.
+    func autocommit<T: Sendable>(_ body: @escaping @Sendable (Transaction) async throws -> T) async throws -> T {
+        let recorder = Transaction.Recorder()
+        let value = try await guarded { [logger] in
+            try await self.client.withConnection { connection in
+                try await body(Transaction(connection: connection, logger: logger, recorder: recorder))
             }
         }
         feed.announce(recorder.jobs)

@@ -12,30 +12,72 @@ import PostgresNIO
 enum PostgresTransitions {
     // MARK: New jobs
 
-    /// A new post (queued, or scheduled while `scheduledAt > now`) with its first job; its media attached in order.
-    /// The media must exist and be unattached (checked first): one that cannot be attached throws, rolling back.
+    /// A new post (queued, or scheduled while `scheduledAt > now`) with its first job and its uploads, its media
+    /// attached in order, in ONE statement (its own transaction when run alone: ``PostgresStorage/autocommit(_:)``);
+    /// the post and job as created. Nil, writing nothing, when a listed medium is unknown, another tenant's or attached
+    /// already (each is locked first: two posts listing one medium take turns, and the second finds it attached).
     static func create(
         _ transaction: Transaction, postID: PostID, jobID: JobID, tenant: Tenant, request: PostRequest, now: Timestamp
-    ) async throws {
+    ) async throws -> PostAndJob? {
         let (step, runAt) = request.initialSchedule(now: now)
-        try await transaction.run(
-            """
-            INSERT INTO posts (id, tenant, text, state, priority, scheduled_at, created_at, job_id)
-            VALUES (\(postID), \(tenant.rawValue), \(request.text), \(step.post.rawValue), \(request.priority.rawValue),
-                    \(request.scheduledAt), \(now), \(jobID))
-            """)
         let ids = request.mediaIDs.map(\.rawValue)
-        let attached = try await transaction.run(
+        let uploadState = step.uploads?.to ?? .pending
+        // The sub-statements share one snapshot: each names the values it needs, none reads another's rows but through
+        // RETURNING; the foreign keys are checked once the whole statement has run.
+        let rows = try await transaction.rows(
+            Create.self,
             """
-            UPDATE media SET post_id = \(postID), position = listed.position - 1
-            FROM unnest(\(ids)::text[]) WITH ORDINALITY AS listed (id, position)
-            WHERE media.id = listed.id AND media.post_id IS NULL AND media.tenant = \(tenant.rawValue)
-            RETURNING media.id
+            WITH locked AS MATERIALIZED (
+                -- Found by id (the primary key, whatever the table's size), free or not: a condition on post_id could
+                -- lead the planner to the partial index of every unattached medium. A row locked meanwhile is read as
+                -- its locker left it.
+                SELECT id, post_id FROM media WHERE id = ANY(\(ids)::text[]) AND tenant = \(tenant.rawValue)
+                ORDER BY id FOR UPDATE
+            ), ready AS MATERIALIZED (
+                SELECT count(*) FILTER (WHERE post_id IS NULL) = \(ids.count) AS ok FROM locked
+            ), post AS (
+                INSERT INTO posts (id, tenant, text, state, priority, scheduled_at, created_at, job_id)
+                SELECT \(postID), \(tenant.rawValue), \(request.text), \(step.post.rawValue), \(request.priority.rawValue),
+                    \(request.scheduledAt)::timestamptz, \(now), \(jobID)
+                FROM ready WHERE ok
+            ), attached AS (
+                -- In the order listed (the ids are distinct).
+                UPDATE media SET post_id = \(postID), position = array_position(\(ids)::text[], media.id) - 1
+                FROM ready WHERE ready.ok AND media.id = ANY(\(ids)::text[])
+                RETURNING media.id AS media_id, media.content_type, media.size, media.sha256, media.description,
+                    media.state AS media_state, media.url, media.created_at AS media_created_at, media.position
+            ), job AS (
+                INSERT INTO jobs (id, tenant, post_id, state, priority, run_at, created_at)
+                SELECT \(jobID), \(tenant.rawValue), \(postID), \(step.job.rawValue), \(request.priority.rank), \(runAt), \(now)
+                FROM ready WHERE ok
+                RETURNING \(unescaped: PostgresRows.jobColumns)
+            ), uploads AS (
+                INSERT INTO uploads (job_id, media_id, state)
+                SELECT \(jobID), listed.id, \(uploadState.rawValue) FROM unnest(\(ids)::text[]) AS listed (id), ready WHERE ready.ok
+            )
+            SELECT job.*, attached.* FROM job LEFT JOIN attached ON true ORDER BY attached.position
             """)
-        guard attached.count == ids.count else {
-            throw UnreadableRow(table: "media", id: ids.joined(separator: ","), reason: "could not all be attached")
+        guard let first = rows.first else { return nil }
+        transaction.recorder.record(try Transaction.change(first))
+        var media: [Media] = []
+        var uploads: [Job.Upload] = []
+        for row in rows {
+            guard let id: MediaID = try row("media_id") else { continue }  // a post without media: one row, its job's
+            guard let type = MediaType(rawValue: try row("content_type")), let state = MediaState(rawValue: try row("media_state")) else {
+                throw UnreadableRow(table: "media", id: id.rawValue)
+            }
+            let size: Int64 = try row("size")
+            media.append(
+                Media(
+                    id: id, contentType: type, size: size, sha256: try row("sha256"), description: try row("description"), state: state,
+                    url: try row("url"), postID: postID, createdAt: try row("media_created_at")))
+            uploads.append(Job.Upload(mediaID: id, state: uploadState, size: Int(size)))
         }
-        try await insertJob(transaction, step, jobID: jobID, postID: postID, priority: request.priority, runAt: runAt, now: now)
+        guard let job = Job(columns: JobRow(columns: first), uploads: uploads) else { throw UnreadableRow(table: "jobs", id: jobID.rawValue) }
+        let post = Post(
+            id: postID, text: request.text, state: step.post, media: media, jobID: jobID, priority: request.priority,
+            scheduledAt: request.scheduledAt, createdAt: now)
+        return PostAndJob(post: post, job: job)
     }
 
     /// A failed or cancelled post gets a new job that runs now, with fresh uploads; the post points at it.
@@ -62,38 +104,64 @@ enum PostgresTransitions {
         return moved.count
     }
 
-    /// Up to `limit` due queued jobs, in claim order, run leased to `runner` until `leaseUntil`; their attempts count
-    /// up; `started_at` is set once. Jobs another transaction holds are skipped, not waited for: replicas claiming at
-    /// once take different jobs. Returns them in claim order with their new attempt.
+    /// Up to `limit` due queued jobs, in claim order, run leased to `runner` until `leaseUntil`, with their posts,
+    /// media and uploads moved as ``Transition/claim`` says, in ONE statement; their attempts count up; `started_at` is
+    /// set once. Jobs another transaction holds are skipped, not waited for: replicas claiming at once take different
+    /// jobs. Returns them in claim order with their new attempt and their media in order.
     static func claim(
         _ transaction: Transaction, upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp
-    ) async throws -> [(jobID: JobID, postID: PostID, attempt: Int)] {
+    ) async throws -> [ClaimedJob] {
+        let step = Transition.claim
+        guard let mediaState = step.media, let uploads = step.uploads, uploads.from.isEmpty, uploads.to == .pending else {
+            preconditionFailure("a claim moves the media, and starts every upload afresh")
+        }
         // MATERIALIZED: the LIMIT and the locks apply to the chosen rows once, before the update (a plan that
         // re-ran the subquery per row could update more rows than the LIMIT).
-        let moved = try await transaction.changeJobs(
+        let rows = try await transaction.rows(
+            Claim.self,
             """
             WITH due AS MATERIALIZED (
                 SELECT id FROM jobs WHERE state = \(JobState.queued.rawValue) AND run_at <= \(now)
                 ORDER BY priority, run_at, created_at, id
                 LIMIT \(limit)
                 FOR UPDATE SKIP LOCKED
+            ), moved AS (
+                UPDATE jobs SET state = \(step.job.rawValue), version = version + 1, attempt = attempt + 1,
+                    locked_by = \(runner), locked_until = \(leaseUntil), started_at = coalesce(started_at, \(now))
+                FROM due WHERE jobs.id = due.id
+                RETURNING \(unescaped: Transaction.changed), jobs.post_id, jobs.attempt, jobs.priority, jobs.run_at, jobs.created_at
+            ), posts_moved AS (
+                UPDATE posts SET state = \(step.post.rawValue), published_at = NULL FROM moved WHERE posts.id = moved.post_id
+            ), media_moved AS (
+                UPDATE media SET state = \(mediaState.rawValue), url = CASE WHEN \(mediaState == .staged) THEN NULL ELSE url END
+                FROM moved WHERE media.post_id = moved.post_id
+                RETURNING media.id, media.staging_path, media.size, media.sha256, media.content_type, media.position
+            ), uploads_moved AS (
+                -- A fresh run forgets the last attempt's error and bytes.
+                UPDATE uploads SET state = \(uploads.to.rawValue), error = NULL, bytes_sent = 0
+                FROM moved WHERE uploads.job_id = moved.id
+                RETURNING uploads.job_id, uploads.media_id, uploads.attempts
             )
-            UPDATE jobs SET state = \(Transition.claim.job.rawValue), version = version + 1, attempt = attempt + 1,
-                locked_by = \(runner), locked_until = \(leaseUntil), started_at = coalesce(started_at, \(now))
-            FROM due WHERE jobs.id = due.id
-            RETURNING \(unescaped: Transaction.changed), jobs.post_id, jobs.attempt, jobs.priority, jobs.run_at, jobs.created_at
+            SELECT moved.*, media_moved.id AS media_id, media_moved.staging_path, media_moved.size, media_moved.sha256,
+                media_moved.content_type, uploads_moved.attempts AS upload_attempts
+            FROM moved LEFT JOIN (uploads_moved JOIN media_moved ON media_moved.id = uploads_moved.media_id) ON uploads_moved.job_id = moved.id
+            ORDER BY moved.priority, moved.run_at, moved.created_at, moved.id, media_moved.position, media_moved.id
             """)
-        try await follow(transaction, .claim, moved)
-        let claimed = try moved.map { row in
-            (
-                jobID: try row("id", as: JobID.self), postID: try row("post_id", as: PostID.self), attempt: try row("attempt", as: Int.self),
-                order: (try row("priority", as: Int.self), try row("run_at", as: Timestamp.self), try row("created_at", as: Timestamp.self))
-            )
+        var claimed: [ClaimedJob] = []
+        for row in rows {
+            let jobID: JobID = try row("id")
+            if claimed.last?.jobID != jobID {
+                transaction.recorder.record(try Transaction.change(row))
+                claimed.append(ClaimedJob(jobID: jobID, postID: try row("post_id"), runner: runner, attempt: try row("attempt"), media: []))
+            }
+            guard let mediaID: MediaID = try row("media_id") else { continue }  // a post without media
+            guard let type = MediaType(rawValue: try row("content_type")) else { throw UnreadableRow(table: "media", id: mediaID.rawValue) }
+            claimed[claimed.count - 1].media.append(
+                ClaimedMedia(
+                    mediaID: mediaID, stagingPath: try row("staging_path"), size: try row("size"), sha256: try row("sha256"), contentType: type,
+                    attempts: try row("upload_attempts")))
         }
-        return
-            claimed
-            .sorted { ($0.order.0, $0.order.1, $0.order.2, $0.jobID) < ($1.order.0, $1.order.1, $1.order.2, $1.jobID) }
-            .map { (jobID: $0.jobID, postID: $0.postID, attempt: $0.attempt) }
+        return claimed
     }
 
     /// The post is published: each medium gets its stored object's URL and key; the job succeeded.
@@ -128,6 +196,67 @@ enum PostgresTransitions {
             RETURNING \(unescaped: Transaction.changed), post_id
             """)
         try await follow(transaction, .commit, moved, publishedAt: now)
+    }
+
+    /// The usual commit in ONE statement (its own transaction when run alone): the lease holds, no cancel was asked
+    /// for, `objects` has every upload's, and the tenant has no webhook for the event (whose body is written in Swift).
+    /// Publishes the post as ``commit(_:jobID:postID:objects:now:)`` does, with the runner's `uploads` written in;
+    /// returns the job as committed. Nil, writing nothing, when any of that is not so: the caller takes the long way.
+    static func commitAtOnce(
+        _ transaction: Transaction, _ lease: JobLease, objects: [MediaID: StoredObject], uploads: [MediaID: UploadProgress.Upload],
+        now: Timestamp
+    ) async throws -> Job? {
+        let step = Transition.commit
+        guard let mediaState = step.media, let uploadsTo = step.uploads?.to, let event = WebhookEventType(ending: step.job) else {
+            preconditionFailure("a commit moves the media and uploads, and ends the job")
+        }
+        let stored = objects.sorted { $0.key < $1.key }
+        let given = uploads.sorted { $0.key < $1.key }
+        let rows = try await transaction.rows(
+            Commit.self,
+            """
+            WITH stored AS (
+                SELECT * FROM unnest(\(stored.map(\.key.rawValue))::text[], \(stored.map(\.value.key))::text[], \(stored.map(\.value.url))::text[])
+                    AS stored (id, key, url)
+            ), given AS (
+                SELECT * FROM unnest(
+                    \(given.map(\.key.rawValue))::text[], \(given.map(\.value.state.rawValue))::text[], \(given.map(\.value.attempts))::bigint[],
+                    \(given.map(\.value.bytes))::bigint[])
+                    AS given (media_id, state, attempts, bytes)
+            ), moved AS (
+                UPDATE jobs SET state = \(step.job.rawValue), version = version + 1, finished_at = \(now),
+                    locked_by = NULL, locked_until = NULL, error_code = NULL, error_message = NULL, error_media_id = NULL
+                WHERE id = \(lease.jobID) AND state = ANY(\(step.jobFrom.map(\.rawValue))) AND locked_by = \(lease.runner)
+                    AND attempt = \(lease.attempt) AND NOT cancel_requested
+                    AND NOT EXISTS (
+                        SELECT 1 FROM uploads WHERE uploads.job_id = \(lease.jobID) AND uploads.media_id <> ALL(\(stored.map(\.key.rawValue))::text[]))
+                    AND NOT EXISTS (
+                        SELECT 1 FROM webhooks WHERE webhooks.tenant = jobs.tenant AND NOT webhooks.disabled AND webhooks.events ? \(event.rawValue))
+                RETURNING \(unescaped: PostgresRows.jobColumns)
+            ), published AS (
+                UPDATE posts SET state = \(step.post.rawValue), published_at = \(now) FROM moved WHERE posts.id = moved.post_id
+            ), media_published AS (
+                UPDATE media SET state = \(mediaState.rawValue), url = stored.url, object_key = stored.key
+                FROM moved, stored WHERE media.post_id = moved.post_id AND media.id = stored.id
+            ), uploaded AS (
+                UPDATE uploads SET state = \(uploadsTo.rawValue), error = NULL, attempts = coalesce(given.attempts, uploads.attempts),
+                    bytes_sent = CASE WHEN given.media_id IS NULL THEN uploads.bytes_sent
+                                      WHEN given.state = \(UploadState.uploaded.rawValue) THEN media.size ELSE given.bytes END
+                FROM moved, media LEFT JOIN given ON given.media_id = media.id
+                WHERE uploads.job_id = moved.id AND media.id = uploads.media_id
+                RETURNING uploads.media_id, uploads.attempts, uploads.bytes_sent, media.size, media.position
+            )
+            SELECT moved.*, uploaded.* FROM moved LEFT JOIN uploaded ON true ORDER BY uploaded.position, uploaded.media_id
+            """)
+        guard let first = rows.first else { return nil }
+        transaction.recorder.record(try Transaction.change(first))
+        let done: [Job.Upload] = try rows.compactMap { row in
+            guard let id: MediaID = try row("media_id") else { return nil }  // a post without media: one row, its job's
+            return Job.Upload(
+                mediaID: id, state: uploadsTo, attempts: try row("attempts"), size: try row("size"), bytesSent: try row("bytes_sent"))
+        }
+        guard let job = Job(columns: JobRow(columns: first), uploads: done) else { throw UnreadableRow(table: "jobs", id: lease.jobID.rawValue) }
+        return job
     }
 
     /// The job failed with `error` (or was cancelled, with `error` saying so): finished, unlocked; what it may have
@@ -233,6 +362,11 @@ enum PostgresTransitions {
     }
 
     // MARK: Implementation
+
+    /// The hot statements' names (``HotStatement``).
+    enum Create: HotStatementSite {}
+    enum Claim: HotStatementSite {}
+    enum Commit: HotStatementSite {}
 
     /// Inserts a job in `step`'s state, of its post's tenant, with one upload per attached medium of the post.
     private static func insertJob(

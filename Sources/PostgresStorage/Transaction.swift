@@ -39,6 +39,13 @@ struct Transaction: Sendable {
         try await run(query).map(Columns.init)
     }
 
+    /// Runs one hot statement (prepared once per connection: ``HotStatement``); its rows, read by column name.
+    func rows<Site: HotStatementSite>(_ site: Site.Type, _ query: PostgresQuery) async throws -> [Columns] {
+        var rows: [Columns] = []
+        for try await row in try await connection.execute(HotStatement<Site>(query), logger: logger) { rows.append(Columns(row)) }
+        return rows
+    }
+
     /// The first row of one statement, if any.
     func row(_ query: PostgresQuery) async throws -> Columns? {
         try await rows(query).first

@@ -170,6 +170,7 @@ struct ConformanceTests {
                 return
             }
             #expect(done.state == .succeeded && done.finishedAt == At.at(23) && done.runner == nil)
+            #expect(try await storage.jobs.find(id: created.job.id, tenant: .default) == done, "the commit answers the job as stored")
             let post = try #require(try await storage.posts.find(id: created.post.id, tenant: .default))
             #expect(post.state == .published && post.publishedAt == At.at(23))
             #expect(post.media.map(\.url) == [objects[media[0]]?.url] && post.media.allSatisfy { $0.state == .uploaded })

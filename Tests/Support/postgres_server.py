@@ -66,7 +66,9 @@ def main():
             port = free_port()
             # Durable (--durable, for the benchmarks: as users run it) or not (the tests: a power cut need not be survived).
             durability = "" if "--durable" in sys.argv else "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-            options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 {durability}-c max_connections=200"
+            # HERALD_POSTGRES_OPTIONS: more server options, e.g. to profile with pg_stat_statements (Benchmarks/notes.md).
+            extra = os.environ.get("HERALD_POSTGRES_OPTIONS", "")
+            options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 {durability}-c max_connections=200 {extra}"
             result = subprocess.run(as_postgres([f"{BIN}/pg_ctl", "-D", data, "-o", options, "-l", os.path.join(directory, "log"),
                                                  "-w", "-t", "60", "start"]), capture_output=True, timeout=90)
             if result.returncode == 0:
