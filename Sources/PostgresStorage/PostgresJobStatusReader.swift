@@ -30,7 +30,9 @@ struct PostgresJobStatusReader: JobStatusReader {
         }
         for row in rows {
             guard let mediaID: MediaID = try row("upload_media_id") else { continue }
-            guard let state = UploadState(rawValue: try row("upload_state")) else { throw UnreadableRow(table: "uploads", id: "\(job.id)/\(mediaID)") }
+            guard let state = UploadState(rawValue: try row("upload_state")) else {
+                throw UnreadableRow(table: "uploads", id: "\(job.id)/\(mediaID)")
+            }
             job.uploads.append(
                 Job.Upload(
                     mediaID: mediaID, state: state, attempts: try row("upload_attempts"), error: try row("upload_error"),
