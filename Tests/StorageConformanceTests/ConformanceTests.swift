@@ -63,6 +63,40 @@ struct ConformanceTests {
         }
     }
 
+    @Test("posts listing one medium at once: one takes it, every other is refused and writes nothing", arguments: Backend.allCases)
+    func oneMediumIsTakenOnce(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(9)
+            let shared = media[8]
+            // Eight posts at once, each listing a medium of its own and the shared one.
+            let outcomes = try await withThrowingTaskGroup(of: (Int, PostCreation).self) { group in
+                for index in 0..<8 {
+                    group.addTask {
+                        let request = PostRequest(text: "\(index)", mediaIDs: [media[index], shared])
+                        return (index, try await storage.posts.create(request, tenant: .default, idempotency: nil, now: At.at(2)))
+                    }
+                }
+                return try await group.reduce(into: [(Int, PostCreation)]()) { $0.append($1) }
+            }
+            let created = outcomes.compactMap { index, outcome -> (Int, PostAndJob)? in
+                if case .created(let created) = outcome { (index, created) } else { nil }
+            }
+            let refused = outcomes.filter { _, outcome in
+                if case .invalid(let issues) = outcome { issues.map(\.pointer) == ["/media_ids/1"] } else { false }
+            }
+            try #require(created.count == 1, "\(outcomes)")
+            #expect(refused.count == 7, "\(outcomes)")
+            let (winner, post) = created[0]
+            #expect(try await storage.media.find(id: shared, tenant: .default)?.postID == post.post.id)
+            for index in 0..<8 where index != winner {
+                #expect(try await storage.media.find(id: media[index], tenant: .default)?.postID == nil, "a refused post attached nothing")
+            }
+            #expect(try await storage.posts.list(tenant: .default, state: nil, limit: 10, after: nil).data.count == 1)
+            #expect(try await storage.jobs.counts().queued == 1)
+        }
+    }
+
     @Test("an idempotency key replays its post, refuses another payload, and is held while in progress", arguments: Backend.allCases)
     func idempotency(_ backend: Backend) async throws {
         try await backend.withStorage { storage in
