@@ -163,13 +163,18 @@ struct PostgresJobRepository: JobRepository {
     func commit(_ lease: JobLease, objects: [MediaID: StoredObject], now: Timestamp) async throws -> JobCompletion {
         let uploads = storage.uploadProgress.uploads(of: lease.jobID)
         defer { storage.liveUploads.release(lease.jobID) }
-        // The usual commit is one statement; a lost lease, a cancel, a missing object or webhooks to tell take the long
-        // way, which says which.
-        if let job = try await storage.autocommit({
-            try await PostgresTransitions.commitAtOnce($0, lease, objects: objects, uploads: uploads, now: now)
-        }) {
-            return .done(job)
+        // The usual commit goes in one statement with the others made meanwhile, its own transaction; a lost lease, a
+        // cancel, a missing object, webhooks to tell or a failed statement take the long way, which says which.
+        let commit = PostgresTransitions.Commit(lease: lease, objects: objects, uploads: uploads, now: now)
+        let committed = try? await storage.commits.submit(commit) { commits in
+            do {
+                let committed = try await storage.autocommit { try await PostgresTransitions.commit($0, commits) }
+                return commits.map { .success(committed[$0.lease.jobID]) }
+            } catch {
+                return commits.map { _ in .failure(error) }
+            }
         }
+        if let committed { return .done(committed) }
         return try await storage.write { transaction in
             guard let held = try await Self.held(transaction, lease) else { return .lostLease }
             guard !held.cancelRequested else { return .cancelRequested }

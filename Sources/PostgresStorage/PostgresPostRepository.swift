@@ -14,15 +14,21 @@ struct PostgresPostRepository: PostRepository {
     func create(
         _ request: PostRequest, tenant: Tenant, newMedia: [NewMedia], idempotency: IdempotencyRecord?, now: Timestamp
     ) async throws -> PostCreation {
-        // The usual post (listed media, no key) is one statement, its own transaction; a medium it could not attach
-        // sends it the long way, which says why.
-        if newMedia.isEmpty, idempotency == nil,
-            let created = try await storage.autocommit({ transaction in
-                try await PostgresTransitions.create(
-                    transaction, postID: PostID.generate(at: now), jobID: JobID.generate(at: now), tenant: tenant, request: request, now: now)
-            })
-        {
-            return .created(created)
+        // The usual post (listed media, no key) goes in one statement with the others asked for meanwhile, its own
+        // transaction (``PostgresStorage/creations``); one it could not create, or a failed statement, sends it the
+        // long way, which says why.
+        if newMedia.isEmpty, idempotency == nil {
+            let post = PostgresTransitions.NewPost(
+                postID: PostID.generate(at: now), jobID: JobID.generate(at: now), tenant: tenant, request: request, now: now)
+            let created = try? await storage.creations.submit(post) { posts in
+                do {
+                    let created = try await storage.autocommit { try await PostgresTransitions.create($0, posts) }
+                    return posts.map { .success(created[$0.postID]) }
+                } catch {
+                    return posts.map { _ in .failure(error) }
+                }
+            }
+            if let created { return .created(created) }
         }
         do {
             return try await storage.write { transaction in
@@ -65,10 +71,8 @@ struct PostgresPostRepository: PostRepository {
         let postID = PostID.generate(at: now)
         let jobID = JobID.generate(at: now)
         // Its media are locked and free: the creation cannot find one taken.
-        guard
-            let created = try await PostgresTransitions.create(
-                transaction, postID: postID, jobID: jobID, tenant: tenant, request: request, now: now)
-        else {
+        let post = PostgresTransitions.NewPost(postID: postID, jobID: jobID, tenant: tenant, request: request, now: now)
+        guard let created = try await PostgresTransitions.create(transaction, [post])[postID] else {
             throw UnreadableRow(table: "media", id: request.mediaIDs.map(\.rawValue).joined(separator: ","), reason: "could not all be attached")
         }
         if let idempotency {

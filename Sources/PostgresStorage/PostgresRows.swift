@@ -9,6 +9,8 @@ enum PostgresRows {
 
     /// The job object's columns (``JobColumn/all``) and its version.
     static let jobColumns = (JobColumn.all + ["version"]).joined(separator: ", ")
+    /// The same, qualified by the table (a statement that joins another table with an `attempt` or a `state`).
+    static let qualifiedJobColumns = (JobColumn.all + ["version"]).map { "jobs.\($0)" }.joined(separator: ", ")
 
     /// The job with this id and its uploads, with its version, in one statement; nil if none (of `tenant`, when given).
     static func job(_ transaction: Transaction, id: JobID, tenant: Tenant? = nil) async throws -> (job: Job, version: Int)? {

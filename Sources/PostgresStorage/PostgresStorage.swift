@@ -28,6 +28,10 @@ public final class PostgresStorage: Storage, Service {
     let reachability = Reachability()
     /// The uploads of the jobs this replica runs, written for the other replicas to show.
     let liveUploads = LiveUploads()
+    /// Posts created together: one statement for those asked for while the last ran.
+    let creations = Batcher<PostgresTransitions.NewPost, PostAndJob?>(limit: 32)
+    /// Jobs committed together: one statement for those that ended while the last ran.
+    let commits = Batcher<PostgresTransitions.Commit, Job?>(limit: 32)
 
     /// Where the database is.
     public let url: DatabaseURL

@@ -12,72 +12,112 @@ import PostgresNIO
 enum PostgresTransitions {
     // MARK: New jobs
 
-    /// A new post (queued, or scheduled while `scheduledAt > now`) with its first job and its uploads, its media
+    /// A post to create: its new ids, its tenant, what was asked and when.
+    struct NewPost: Sendable {
+        let postID: PostID
+        let jobID: JobID
+        let tenant: Tenant
+        let request: PostRequest
+        let now: Timestamp
+    }
+
+    /// New posts (queued, or scheduled while `scheduledAt > now`), each with its first job and its uploads, its media
     /// attached in order, in ONE statement (its own transaction when run alone: ``PostgresStorage/autocommit(_:)``);
-    /// the post and job as created. Nil, writing nothing, when a listed medium is unknown, another tenant's or attached
-    /// already (each is locked first: two posts listing one medium take turns, and the second finds it attached).
-    static func create(
-        _ transaction: Transaction, postID: PostID, jobID: JobID, tenant: Tenant, request: PostRequest, now: Timestamp
-    ) async throws -> PostAndJob? {
-        let (step, runAt) = request.initialSchedule(now: now)
-        let ids = request.mediaIDs.map(\.rawValue)
-        let uploadState = step.uploads?.to ?? .pending
+    /// the posts and jobs as created, by post. A post is left out, writing nothing of it, when a medium it lists is
+    /// unknown, another tenant's, attached already or listed by another post of `posts` (each is locked first: two
+    /// posts listing one medium take turns, and the second finds it attached).
+    static func create(_ transaction: Transaction, _ posts: [NewPost]) async throws -> [PostID: PostAndJob] {
+        guard !posts.isEmpty else { return [:] }
+        let schedules = posts.map { $0.request.initialSchedule(now: $0.now) }
+        let listed = posts.flatMap { post in
+            post.request.mediaIDs.enumerated().map { (post: post.postID.rawValue, id: $0.element.rawValue, position: $0.offset) }
+        }
         // The sub-statements share one snapshot: each names the values it needs, none reads another's rows but through
         // RETURNING; the foreign keys are checked once the whole statement has run.
         let rows = try await transaction.rows(
             Create.self,
             """
-            WITH locked AS MATERIALIZED (
-                -- Found by id (the primary key, whatever the table's size), free or not: a condition on post_id could
-                -- lead the planner to the partial index of every unattached medium. A row locked meanwhile is read as
-                -- its locker left it.
-                SELECT id, post_id FROM media WHERE id = ANY(\(ids)::text[]) AND tenant = \(tenant.rawValue)
-                ORDER BY id FOR UPDATE
+            WITH given AS (
+                SELECT * FROM unnest(
+                    \(posts.map(\.postID.rawValue))::text[], \(posts.map(\.jobID.rawValue))::text[], \(posts.map(\.tenant.rawValue))::text[],
+                    \(posts.map(\.request.text))::text[], \(schedules.map(\.step.post.rawValue))::text[],
+                    \(posts.map(\.request.priority.rawValue))::text[], \(posts.map(\.request.priority.rank))::bigint[],
+                    \(posts.map { $0.request.scheduledAt != nil })::boolean[], \(posts.map { $0.request.scheduledAt ?? $0.now })::timestamptz[],
+                    \(schedules.map(\.step.job.rawValue))::text[], \(schedules.map(\.runAt))::timestamptz[], \(posts.map(\.now))::timestamptz[],
+                    \(posts.map(\.request.mediaIDs.count))::bigint[], \(schedules.map { ($0.step.uploads?.to ?? .pending).rawValue })::text[])
+                    AS given (post_id, job_id, tenant, text, post_state, priority, rank, has_scheduled_at, scheduled_at, job_state, run_at,
+                              created_at, media_count, upload_state)
+            ), listed AS (
+                SELECT * FROM unnest(\(listed.map(\.post))::text[], \(listed.map(\.id))::text[], \(listed.map(\.position))::bigint[])
+                    AS listed (post_id, id, position)
+            ), locked AS MATERIALIZED (
+                -- Found by id (the primary key, whatever the table's size), free or not, in one order for every
+                -- statement that locks media; a row locked meanwhile is read as its locker left it.
+                SELECT id, post_id, tenant FROM media WHERE id = ANY(\(listed.map(\.id))::text[]) ORDER BY id FOR UPDATE
             ), ready AS MATERIALIZED (
-                SELECT count(*) FILTER (WHERE post_id IS NULL) = \(ids.count) AS ok FROM locked
+                SELECT given.post_id FROM given
+                LEFT JOIN listed ON listed.post_id = given.post_id
+                LEFT JOIN locked ON locked.id = listed.id AND locked.post_id IS NULL AND locked.tenant = given.tenant
+                    AND NOT EXISTS (SELECT 1 FROM listed AS other WHERE other.id = listed.id AND other.post_id <> listed.post_id)
+                GROUP BY given.post_id, given.media_count
+                HAVING count(locked.id) = given.media_count
+            ), chosen AS MATERIALIZED (
+                SELECT given.* FROM given JOIN ready ON ready.post_id = given.post_id
             ), post AS (
                 INSERT INTO posts (id, tenant, text, state, priority, scheduled_at, created_at, job_id)
-                SELECT \(postID), \(tenant.rawValue), \(request.text), \(step.post.rawValue), \(request.priority.rawValue),
-                    \(request.scheduledAt)::timestamptz, \(now), \(jobID)
-                FROM ready WHERE ok
+                SELECT post_id, tenant, text, post_state, priority, CASE WHEN has_scheduled_at THEN scheduled_at END, created_at, job_id
+                FROM chosen
             ), attached AS (
-                -- In the order listed (the ids are distinct).
-                UPDATE media SET post_id = \(postID), position = array_position(\(ids)::text[], media.id) - 1
-                FROM ready WHERE ready.ok AND media.id = ANY(\(ids)::text[])
-                RETURNING media.id AS media_id, media.content_type, media.size, media.sha256, media.description,
-                    media.state AS media_state, media.url, media.created_at AS media_created_at, media.position
+                UPDATE media SET post_id = listed.post_id, position = listed.position
+                FROM listed JOIN ready ON ready.post_id = listed.post_id WHERE media.id = listed.id
+                RETURNING media.post_id AS media_post_id, media.id AS media_id, media.content_type, media.size, media.sha256,
+                    media.description, media.state AS media_state, media.url, media.created_at AS media_created_at, media.position
             ), job AS (
                 INSERT INTO jobs (id, tenant, post_id, state, priority, run_at, created_at)
-                SELECT \(jobID), \(tenant.rawValue), \(postID), \(step.job.rawValue), \(request.priority.rank), \(runAt), \(now)
-                FROM ready WHERE ok
+                SELECT job_id, tenant, post_id, job_state, rank, run_at, created_at FROM chosen
                 RETURNING \(unescaped: PostgresRows.jobColumns)
             ), uploads AS (
                 INSERT INTO uploads (job_id, media_id, state)
-                SELECT \(jobID), listed.id, \(uploadState.rawValue) FROM unnest(\(ids)::text[]) AS listed (id), ready WHERE ready.ok
+                SELECT chosen.job_id, listed.id, chosen.upload_state FROM listed JOIN chosen ON chosen.post_id = listed.post_id
             )
-            SELECT job.*, attached.* FROM job LEFT JOIN attached ON true ORDER BY attached.position
+            SELECT job.*, attached.* FROM job LEFT JOIN attached ON attached.media_post_id = job.post_id ORDER BY job.post_id, attached.position
             """)
-        guard let first = rows.first else { return nil }
-        transaction.recorder.record(try Transaction.change(first))
-        var media: [Media] = []
-        var uploads: [Job.Upload] = []
-        for row in rows {
-            guard let id: MediaID = try row("media_id") else { continue }  // a post without media: one row, its job's
-            guard let type = MediaType(rawValue: try row("content_type")), let state = MediaState(rawValue: try row("media_state")) else {
-                throw UnreadableRow(table: "media", id: id.rawValue)
+        var created: [PostID: PostAndJob] = [:]
+        let asked = Dictionary(uniqueKeysWithValues: zip(posts, schedules).map { ($0.0.postID, (post: $0.0, step: $0.1.step)) })
+        var index = rows.startIndex
+        while index < rows.endIndex {
+            let first = rows[index]
+            let postID: PostID = try first("post_id")
+            var end = index
+            while end < rows.endIndex, try rows[end]("post_id", as: PostID.self) == postID { end += 1 }
+            guard let (post, step) = asked[postID] else { throw UnreadableRow(table: "posts", id: postID.rawValue, reason: "was not asked for") }
+            transaction.recorder.record(try Transaction.change(first))
+            let uploadState = step.uploads?.to ?? .pending
+            var media: [Media] = []
+            var uploads: [Job.Upload] = []
+            for row in rows[index..<end] {
+                guard let id: MediaID = try row("media_id") else { continue }  // a post without media: one row, its job's
+                guard let type = MediaType(rawValue: try row("content_type")), let state = MediaState(rawValue: try row("media_state")) else {
+                    throw UnreadableRow(table: "media", id: id.rawValue)
+                }
+                let size: Int64 = try row("size")
+                media.append(
+                    Media(
+                        id: id, contentType: type, size: size, sha256: try row("sha256"), description: try row("description"), state: state,
+                        url: try row("url"), postID: postID, createdAt: try row("media_created_at")))
+                uploads.append(Job.Upload(mediaID: id, state: uploadState, size: Int(size)))
             }
-            let size: Int64 = try row("size")
-            media.append(
-                Media(
-                    id: id, contentType: type, size: size, sha256: try row("sha256"), description: try row("description"), state: state,
-                    url: try row("url"), postID: postID, createdAt: try row("media_created_at")))
-            uploads.append(Job.Upload(mediaID: id, state: uploadState, size: Int(size)))
+            guard let job = Job(columns: JobRow(columns: first), uploads: uploads) else {
+                throw UnreadableRow(table: "jobs", id: post.jobID.rawValue)
+            }
+            created[postID] = PostAndJob(
+                post: Post(
+                    id: postID, text: post.request.text, state: step.post, media: media, jobID: post.jobID, priority: post.request.priority,
+                    scheduledAt: post.request.scheduledAt, createdAt: post.now),
+                job: job)
+            index = end
         }
-        guard let job = Job(columns: JobRow(columns: first), uploads: uploads) else { throw UnreadableRow(table: "jobs", id: jobID.rawValue) }
-        let post = Post(
-            id: postID, text: request.text, state: step.post, media: media, jobID: jobID, priority: request.priority,
-            scheduledAt: request.scheduledAt, createdAt: now)
-        return PostAndJob(post: post, job: job)
+        return created
     }
 
     /// A failed or cancelled post gets a new job that runs now, with fresh uploads; the post points at it.
@@ -198,65 +238,94 @@ enum PostgresTransitions {
         try await follow(transaction, .commit, moved, publishedAt: now)
     }
 
-    /// The usual commit in ONE statement (its own transaction when run alone): the lease holds, no cancel was asked
-    /// for, `objects` has every upload's, and the tenant has no webhook for the event (whose body is written in Swift).
-    /// Publishes the post as ``commit(_:jobID:postID:objects:now:)`` does, with the runner's `uploads` written in;
-    /// returns the job as committed. Nil, writing nothing, when any of that is not so: the caller takes the long way.
-    static func commitAtOnce(
-        _ transaction: Transaction, _ lease: JobLease, objects: [MediaID: StoredObject], uploads: [MediaID: UploadProgress.Upload],
-        now: Timestamp
-    ) async throws -> Job? {
+    /// A runner's commit: its lease, the objects stored, the uploads as it set them, and when.
+    struct Commit: Sendable {
+        let lease: JobLease
+        let objects: [MediaID: StoredObject]
+        let uploads: [MediaID: UploadProgress.Upload]
+        let now: Timestamp
+    }
+
+    /// Usual commits in ONE statement (its own transaction when run alone): for each, the lease holds, no cancel was
+    /// asked for, its objects cover every upload, and its tenant has no webhook for the event (whose body is written in
+    /// Swift). Publishes each post as ``commit(_:jobID:postID:objects:now:)`` does, with the runner's uploads written
+    /// in; returns the jobs as committed. A commit left out wrote nothing: its caller takes the long way, which says why.
+    static func commit(_ transaction: Transaction, _ commits: [Commit]) async throws -> [JobID: Job] {
+        guard !commits.isEmpty else { return [:] }
         let step = Transition.commit
         guard let mediaState = step.media, let uploadsTo = step.uploads?.to, let event = WebhookEventType(ending: step.job) else {
             preconditionFailure("a commit moves the media and uploads, and ends the job")
         }
-        let stored = objects.sorted { $0.key < $1.key }
-        let given = uploads.sorted { $0.key < $1.key }
+        let stored = commits.flatMap { commit in
+            commit.objects.sorted { $0.key < $1.key }.map { (job: commit.lease.jobID.rawValue, media: $0.key.rawValue, object: $0.value) }
+        }
+        let given = commits.flatMap { commit in
+            commit.uploads.sorted { $0.key < $1.key }.map { (job: commit.lease.jobID.rawValue, media: $0.key.rawValue, upload: $0.value) }
+        }
         let rows = try await transaction.rows(
-            Commit.self,
+            Committing.self,
             """
-            WITH stored AS (
-                SELECT * FROM unnest(\(stored.map(\.key.rawValue))::text[], \(stored.map(\.value.key))::text[], \(stored.map(\.value.url))::text[])
-                    AS stored (id, key, url)
+            WITH lease AS (
+                SELECT * FROM unnest(
+                    \(commits.map(\.lease.jobID.rawValue))::text[], \(commits.map(\.lease.runner))::text[], \(commits.map(\.lease.attempt))::bigint[],
+                    \(commits.map(\.now))::timestamptz[])
+                    AS lease (job_id, runner, attempt, finished_at)
+            ), stored AS (
+                SELECT * FROM unnest(
+                    \(stored.map(\.job))::text[], \(stored.map(\.media))::text[], \(stored.map(\.object.key))::text[], \(stored.map(\.object.url))::text[])
+                    AS stored (job_id, media_id, key, url)
             ), given AS (
                 SELECT * FROM unnest(
-                    \(given.map(\.key.rawValue))::text[], \(given.map(\.value.state.rawValue))::text[], \(given.map(\.value.attempts))::bigint[],
-                    \(given.map(\.value.bytes))::bigint[])
-                    AS given (media_id, state, attempts, bytes)
+                    \(given.map(\.job))::text[], \(given.map(\.media))::text[], \(given.map(\.upload.state.rawValue))::text[],
+                    \(given.map(\.upload.attempts))::bigint[], \(given.map(\.upload.bytes))::bigint[])
+                    AS given (job_id, media_id, state, attempts, bytes)
             ), moved AS (
-                UPDATE jobs SET state = \(step.job.rawValue), version = version + 1, finished_at = \(now),
+                UPDATE jobs SET state = \(step.job.rawValue), version = version + 1, finished_at = lease.finished_at,
                     locked_by = NULL, locked_until = NULL, error_code = NULL, error_message = NULL, error_media_id = NULL
-                WHERE id = \(lease.jobID) AND state = ANY(\(step.jobFrom.map(\.rawValue))) AND locked_by = \(lease.runner)
-                    AND attempt = \(lease.attempt) AND NOT cancel_requested
+                FROM lease
+                WHERE jobs.id = lease.job_id AND jobs.state = ANY(\(step.jobFrom.map(\.rawValue))) AND jobs.locked_by = lease.runner
+                    AND jobs.attempt = lease.attempt AND NOT jobs.cancel_requested
                     AND NOT EXISTS (
-                        SELECT 1 FROM uploads WHERE uploads.job_id = \(lease.jobID) AND uploads.media_id <> ALL(\(stored.map(\.key.rawValue))::text[]))
+                        SELECT 1 FROM uploads WHERE uploads.job_id = jobs.id
+                            AND NOT EXISTS (SELECT 1 FROM stored WHERE stored.job_id = uploads.job_id AND stored.media_id = uploads.media_id))
                     AND NOT EXISTS (
                         SELECT 1 FROM webhooks WHERE webhooks.tenant = jobs.tenant AND NOT webhooks.disabled AND webhooks.events ? \(event.rawValue))
-                RETURNING \(unescaped: PostgresRows.jobColumns)
+                RETURNING \(unescaped: PostgresRows.qualifiedJobColumns)
             ), published AS (
-                UPDATE posts SET state = \(step.post.rawValue), published_at = \(now) FROM moved WHERE posts.id = moved.post_id
+                UPDATE posts SET state = \(step.post.rawValue), published_at = moved.finished_at FROM moved WHERE posts.id = moved.post_id
             ), media_published AS (
                 UPDATE media SET state = \(mediaState.rawValue), url = stored.url, object_key = stored.key
-                FROM moved, stored WHERE media.post_id = moved.post_id AND media.id = stored.id
+                FROM moved JOIN stored ON stored.job_id = moved.id WHERE media.id = stored.media_id AND media.post_id = moved.post_id
             ), uploaded AS (
                 UPDATE uploads SET state = \(uploadsTo.rawValue), error = NULL, attempts = coalesce(given.attempts, uploads.attempts),
                     bytes_sent = CASE WHEN given.media_id IS NULL THEN uploads.bytes_sent
                                       WHEN given.state = \(UploadState.uploaded.rawValue) THEN media.size ELSE given.bytes END
-                FROM moved, media LEFT JOIN given ON given.media_id = media.id
-                WHERE uploads.job_id = moved.id AND media.id = uploads.media_id
-                RETURNING uploads.media_id, uploads.attempts, uploads.bytes_sent, media.size, media.position
+                FROM moved JOIN media ON media.post_id = moved.post_id
+                    LEFT JOIN given ON given.job_id = moved.id AND given.media_id = media.id
+                WHERE uploads.job_id = moved.id AND uploads.media_id = media.id
+                RETURNING uploads.job_id AS upload_job_id, uploads.media_id, uploads.attempts AS upload_attempts, uploads.bytes_sent,
+                    media.size, media.position
             )
-            SELECT moved.*, uploaded.* FROM moved LEFT JOIN uploaded ON true ORDER BY uploaded.position, uploaded.media_id
+            SELECT moved.*, uploaded.* FROM moved LEFT JOIN uploaded ON uploaded.upload_job_id = moved.id ORDER BY moved.id, uploaded.position
             """)
-        guard let first = rows.first else { return nil }
-        transaction.recorder.record(try Transaction.change(first))
-        let done: [Job.Upload] = try rows.compactMap { row in
-            guard let id: MediaID = try row("media_id") else { return nil }  // a post without media: one row, its job's
-            return Job.Upload(
-                mediaID: id, state: uploadsTo, attempts: try row("attempts"), size: try row("size"), bytesSent: try row("bytes_sent"))
+        var committed: [JobID: Job] = [:]
+        var index = rows.startIndex
+        while index < rows.endIndex {
+            let first = rows[index]
+            let jobID: JobID = try first("id")
+            var end = index
+            while end < rows.endIndex, try rows[end]("id", as: JobID.self) == jobID { end += 1 }
+            transaction.recorder.record(try Transaction.change(first))
+            let done: [Job.Upload] = try rows[index..<end].compactMap { row in
+                guard let id: MediaID = try row("media_id") else { return nil }  // a post without media: one row, its job's
+                return Job.Upload(
+                    mediaID: id, state: uploadsTo, attempts: try row("upload_attempts"), size: try row("size"), bytesSent: try row("bytes_sent"))
+            }
+            guard let job = Job(columns: JobRow(columns: first), uploads: done) else { throw UnreadableRow(table: "jobs", id: jobID.rawValue) }
+            committed[jobID] = job
+            index = end
         }
-        guard let job = Job(columns: JobRow(columns: first), uploads: done) else { throw UnreadableRow(table: "jobs", id: lease.jobID.rawValue) }
-        return job
+        return committed
     }
 
     /// The job failed with `error` (or was cancelled, with `error` saying so): finished, unlocked; what it may have
@@ -366,7 +435,7 @@ enum PostgresTransitions {
     /// The hot statements' names (``HotStatement``).
     enum Create: HotStatementSite {}
     enum Claim: HotStatementSite {}
-    enum Commit: HotStatementSite {}
+    enum Committing: HotStatementSite {}
 
     /// Inserts a job in `step`'s state, of its post's tenant, with one upload per attached medium of the post.
     private static func insertJob(

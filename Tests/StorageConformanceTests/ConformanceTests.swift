@@ -63,6 +63,47 @@ struct ConformanceTests {
         }
     }
 
+    @Test("posts created at once are each created whole, as read back; one naming another tenant's medium is refused", arguments: Backend.allCases)
+    func postsCreatedAtOnce(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(19)
+            let foreign = try await fixture.stage(1, tenant: Tenant(uncheckedName: "other"))[0]
+            // Twelve posts of 0 to 2 media each (media 0-17 shared out), and one naming media[18] and the other tenant's.
+            let lists = (0..<12).map { index in Array(media[(index * 3 / 2)..<(index * 3 / 2 + index % 4 / 2 + index % 2)]) }
+            let outcomes = try await withThrowingTaskGroup(of: (Int, PostCreation).self) { group in
+                for (index, list) in lists.enumerated() {
+                    group.addTask {
+                        let request = PostRequest(text: "post \(index)", mediaIDs: list, priority: index % 3 == 0 ? .high : .normal)
+                        return (index, try await storage.posts.create(request, tenant: .default, idempotency: nil, now: At.at(2)))
+                    }
+                }
+                group.addTask {
+                    let request = PostRequest(text: "foreign", mediaIDs: [media[18], foreign])
+                    return (12, try await storage.posts.create(request, tenant: .default, idempotency: nil, now: At.at(2)))
+                }
+                return try await group.reduce(into: [Int: PostCreation]()) { $0[$1.0] = $1.1 }
+            }
+            for (index, list) in lists.enumerated() {
+                guard case .created(let created) = outcomes[index] else {
+                    Issue.record("post \(index) was not created: \(String(describing: outcomes[index]))")
+                    continue
+                }
+                #expect(created.post.media.map(\.id) == list && created.job.uploads.map(\.mediaID) == list)
+                #expect(created.post.text == "post \(index)" && created.job.priority == (index % 3 == 0 ? .high : .normal))
+                #expect(try await storage.posts.find(id: created.post.id, tenant: .default) == created.post)
+                #expect(try await storage.jobs.find(id: created.job.id, tenant: .default) == created.job)
+            }
+            guard case .invalid(let issues) = outcomes[12] else {
+                Issue.record("the post naming another tenant's medium was not refused: \(String(describing: outcomes[12]))")
+                return
+            }
+            #expect(issues.map(\.pointer) == ["/media_ids/1"])
+            #expect(try await storage.media.find(id: media[18], tenant: .default)?.postID == nil, "the refused post attached nothing")
+            #expect(try await storage.jobs.counts().queued == 12)
+        }
+    }
+
     @Test("posts listing one medium at once: one takes it, every other is refused and writes nothing", arguments: Backend.allCases)
     func oneMediumIsTakenOnce(_ backend: Backend) async throws {
         try await backend.withStorage { storage in
@@ -279,6 +320,59 @@ struct ConformanceTests {
             let post = try #require(try await storage.posts.find(id: created.post.id, tenant: .default))
             #expect(post.state == .publishing && post.publishedAt == nil && post.media.allSatisfy { $0.url == nil })
             #expect(try await storage.jobs.find(id: created.job.id, tenant: .default)?.state == .running)
+        }
+    }
+
+    @Test("commits at once: each whole, as read back; a lost lease, a cancel, a missing object refused", arguments: Backend.allCases)
+    func commitsAtOnce(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(8)
+            var lists: [PostID: [MediaID]] = [:]
+            for list in [[media[0]], [media[1], media[2]], [media[3]], [media[4], media[5]], [], [media[6], media[7]]] {
+                lists[try await fixture.create("post", media: list).post.id] = list
+            }
+            var claimed: [ClaimedJob] = []
+            for _ in lists { claimed.append(try await fixture.claim()) }
+            // Claimed in id order: the refusals go to the first three, the missing object to one with media.
+            let missing = try #require(claimed.indices.first { $0 > 1 && !claimed[$0].media.isEmpty })
+            let (cancelled, lost) = (0, missing == 2 ? 1 : 2)
+            let committing = Set(claimed.indices).subtracting([cancelled, lost, missing])
+            _ = try await storage.jobs.requestCancel(id: claimed[cancelled].jobID, tenant: .default, now: At.at(3))
+            let outcomes = try await withThrowingTaskGroup(of: (Int, Result<JobCompletion, any Error>).self) { group in
+                for (index, job) in claimed.enumerated() {
+                    var lease = job.lease
+                    var objects = Fixture.objects(job)
+                    if index == lost { lease.attempt += 1 }  // a lease that moved on
+                    if index == missing { objects[job.media[0].mediaID] = nil }
+                    group.addTask {
+                        do {
+                            return (index, .success(try await storage.jobs.commit(lease, objects: objects, now: At.at(Double(4 + index)))))
+                        } catch {
+                            return (index, .failure(error))
+                        }
+                    }
+                }
+                return try await group.reduce(into: [Int: Result<JobCompletion, any Error>]()) { $0[$1.0] = $1.1 }
+            }
+            for index in committing.sorted() {
+                guard case .success(.done(let job)) = outcomes[index] else {
+                    Issue.record("job \(index) was not committed: \(String(describing: outcomes[index]))")
+                    continue
+                }
+                #expect(job.state == .succeeded && job.finishedAt == At.at(Double(4 + index)) && job.uploads.allSatisfy { $0.state == .uploaded })
+                #expect(try await storage.jobs.find(id: claimed[index].jobID, tenant: .default) == job)
+                let post = try #require(try await storage.posts.find(id: claimed[index].postID, tenant: .default))
+                #expect(post.state == .published && post.publishedAt == At.at(Double(4 + index)))
+                #expect(post.media.map(\.url) == (lists[post.id] ?? []).map { "https://cdn.example/\($0)" })
+            }
+            #expect(try outcomes[cancelled]?.get() == .cancelRequested)
+            #expect(try outcomes[lost]?.get() == .lostLease)
+            #expect(throws: (any Error).self) { try outcomes[missing]?.get() }
+            for index in [cancelled, lost, missing] {
+                #expect(try await storage.jobs.find(id: claimed[index].jobID, tenant: .default)?.state == .running)
+                #expect(try await storage.posts.find(id: claimed[index].postID, tenant: .default)?.state == .publishing)
+            }
         }
     }
 
