@@ -92,13 +92,17 @@ def publish_path(binary, postgres, rounds, posts):
             try:
                 run.log(f"publish path, round {index + 1}/{rounds}: {name}, uploading {posts * 4} media (not timed)")
                 media = run.upload_small(herald, posts * run.PUBLISH_MEDIA_PER_POST)
-                commits, syncs = run.commit_counts(herald), postgres.wal_syncs()
+                commits, syncs = run.commit_counts(herald), postgres.wal_syncs(settle=11) if database else 0
                 cpu, pg_cpu = herald.cpu_seconds(), postgres.cpu_seconds()
                 run.log(f"publish path, round {index + 1}/{rounds}: {name}, {posts} posts by {run.PUBLISH_CLIENTS} clients, timed")
                 elapsed, jobs = run.publish_workload(herald, media, posts)
                 cpu, pg_cpu = herald.cpu_seconds() - cpu, postgres.cpu_seconds() - pg_cpu
                 durations = [run.timestamp(job["finished_at"]) - run.timestamp(job["started_at"]) for job in jobs]
-                durable = (postgres.wal_syncs() - syncs) if database else (run.commit_counts(herald) - commits)
+                if database:
+                    stop(herald)  # its connections close, and report their counts
+                    durable = postgres.wal_syncs(settle=2) - syncs
+                else:
+                    durable = run.commit_counts(herald) - commits
                 results[name].append({
                     "rate": posts / elapsed,
                     "p50_ms": statistics.median(durations) * 1000,
@@ -125,7 +129,7 @@ def publish_two_replicas(binary, postgres, rounds, posts):
             half = posts // 2
             run.log(f"publish path, round {index + 1}/{rounds}: 2 replicas, uploading {posts * 4} media (not timed)")
             media = [run.upload_small(herald, half * run.PUBLISH_MEDIA_PER_POST) for herald in replicas]
-            syncs, pg_cpu = postgres.wal_syncs(), postgres.cpu_seconds()
+            syncs, pg_cpu = postgres.wal_syncs(settle=11), postgres.cpu_seconds()
             cpu = [herald.cpu_seconds() for herald in replicas]
             outcomes = [None, None]
 
@@ -145,13 +149,16 @@ def publish_two_replicas(binary, postgres, rounds, posts):
             jobs = outcomes[0][1] + outcomes[1][1]
             durations = [run.timestamp(job["finished_at"]) - run.timestamp(job["started_at"]) for job in jobs]
             herald_cpu = sum(herald.cpu_seconds() - before for herald, before in zip(replicas, cpu))
+            pg_cpu = postgres.cpu_seconds() - pg_cpu  # while its connections' processes live
+            for herald in replicas:
+                stop(herald)  # their connections close, and report their counts
             results.append({
                 "rate": 2 * half / elapsed,
                 "p50_ms": statistics.median(durations) * 1000,
                 "p90_ms": run.percentile(durations, 0.9) * 1000,
                 "cpu_ms": herald_cpu / (2 * half) * 1000,
-                "postgres_cpu_ms": (postgres.cpu_seconds() - pg_cpu) / (2 * half) * 1000,
-                "durable": (postgres.wal_syncs() - syncs) / (2 * half),
+                "postgres_cpu_ms": pg_cpu / (2 * half) * 1000,
+                "durable": (postgres.wal_syncs(settle=2) - syncs) / (2 * half),
             })
         finally:
             for herald in replicas:

@@ -93,17 +93,22 @@ final class ChangeFeed: Sendable {
     /// poll's answer without a database round trip (another replica's change shows once its notification comes,
     /// within the contract's 250 ms).
     func polledJob(id: JobID, tenant: Tenant) -> Job? {
-        let job = known.withLock { known -> Job? in
+        polled(id: id, tenant: tenant)?.job
+    }
+
+    /// ``polledJob(id:tenant:)`` with the version it was read at.
+    func polled(id: JobID, tenant: Tenant) -> (job: Job, version: Int)? {
+        let found = known.withLock { known -> (job: Job, version: Int)? in
             guard known.listening, let polled = known.polled[id], polled.tenant == tenant, known.versions[id] == polled.version else {
                 return nil
             }
-            return polled.job
+            return (polled.job, polled.version)
         }
-        if job != nil { pollHits.add(1, ordering: .relaxed) }
-        return job
+        if found != nil { pollHits.add(1, ordering: .relaxed) }
+        return found
     }
 
-    /// Remembers `job`, read from the database at `version`, for the next polls: only if that version is the last
+    /// Remembers `job`, read from the database (or written) at `version`, for the next polls: only if that version is the last
     /// announced (a read ahead of its notification is not kept, and drops what was kept, so reads never go back).
     func rememberPolled(_ job: Job, tenant: Tenant, version: Int) {
         known.withLock { known in

@@ -20,8 +20,11 @@ struct PostgresJobRepository: JobRepository {
     }
 
     func snapshot(id: JobID, tenant: Tenant) async throws -> JobSnapshot? {
-        let read = try await storage.autocommit { try await PostgresRows.job($0, id: id, tenant: tenant) }
-        return read.map { storage.uploadProgress.snapshot($0.job, version: $0.version) }
+        // A long poll woken by a change this replica committed finds the job as committed (see commit).
+        if let polled = storage.feed.polled(id: id, tenant: tenant) { return storage.uploadProgress.snapshot(polled.job, version: polled.version) }
+        guard let read = try await storage.autocommit({ try await PostgresRows.job($0, id: id, tenant: tenant) }) else { return nil }
+        storage.feed.rememberPolled(read.job, tenant: tenant, version: read.version)
+        return storage.uploadProgress.snapshot(read.job, version: read.version)
     }
 
     func activeSnapshots(tenant: Tenant) async throws -> [JobSnapshot] {
@@ -108,9 +111,14 @@ struct PostgresJobRepository: JobRepository {
         guard !leases.isEmpty else { return LeaseRenewal() }
         let rows = try await storage.run(
             """
+            WITH locked AS MATERIALIZED (
+                -- In id order, as every statement that locks several jobs: two of them never wait for each other.
+                SELECT id FROM jobs WHERE id = ANY(\(leases.map(\.jobID.rawValue))::text[]) ORDER BY id FOR UPDATE
+            )
             UPDATE jobs SET locked_until = \(until)
             FROM unnest(\(leases.map(\.jobID.rawValue))::text[], \(leases.map(\.runner))::text[], \(leases.map(\.attempt))::bigint[])
                 AS lease (id, runner, attempt)
+                JOIN locked ON locked.id = lease.id
             WHERE jobs.id = lease.id AND jobs.locked_by = lease.runner AND jobs.attempt = lease.attempt
                 AND jobs.state = \(JobState.running.rawValue)
             RETURNING jobs.id, jobs.cancel_requested
@@ -174,7 +182,11 @@ struct PostgresJobRepository: JobRepository {
                 return commits.map { _ in .failure(error) }
             }
         }
-        if let committed { return .done(committed) }
+        if let committed {
+            // The clients' polls of it (woken by this change) are answered with it, without a read.
+            storage.feed.rememberPolled(committed.job, tenant: committed.tenant, version: committed.version)
+            return .done(committed.job)
+        }
         return try await storage.write { transaction in
             guard let held = try await Self.held(transaction, lease) else { return .lostLease }
             guard !held.cancelRequested else { return .cancelRequested }

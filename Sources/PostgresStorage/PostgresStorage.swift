@@ -31,7 +31,7 @@ public final class PostgresStorage: Storage, Service {
     /// Posts created together: one statement for those asked for while the last ran.
     let creations = Batcher<PostgresTransitions.NewPost, PostAndJob?>(limit: 32)
     /// Jobs committed together: one statement for those that ended while the last ran.
-    let commits = Batcher<PostgresTransitions.Commit, Job?>(limit: 32)
+    let commits = Batcher<PostgresTransitions.Commit, PostgresTransitions.Committed?>(limit: 32)
 
     /// Where the database is.
     public let url: DatabaseURL

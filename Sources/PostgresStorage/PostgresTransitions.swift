@@ -250,7 +250,14 @@ enum PostgresTransitions {
     /// asked for, its objects cover every upload, and its tenant has no webhook for the event (whose body is written in
     /// Swift). Publishes each post as ``commit(_:jobID:postID:objects:now:)`` does, with the runner's uploads written
     /// in; returns the jobs as committed. A commit left out wrote nothing: its caller takes the long way, which says why.
-    static func commit(_ transaction: Transaction, _ commits: [Commit]) async throws -> [JobID: Job] {
+    /// A job as its commit left it, with its version and tenant.
+    struct Committed: Sendable {
+        let job: Job
+        let version: Int
+        let tenant: Tenant
+    }
+
+    static func commit(_ transaction: Transaction, _ commits: [Commit]) async throws -> [JobID: Committed] {
         guard !commits.isEmpty else { return [:] }
         let step = Transition.commit
         guard let mediaState = step.media, let uploadsTo = step.uploads?.to, let event = WebhookEventType(ending: step.job) else {
@@ -279,10 +286,13 @@ enum PostgresTransitions {
                     \(given.map(\.job))::text[], \(given.map(\.media))::text[], \(given.map(\.upload.state.rawValue))::text[],
                     \(given.map(\.upload.attempts))::bigint[], \(given.map(\.upload.bytes))::bigint[])
                     AS given (job_id, media_id, state, attempts, bytes)
+            ), locked AS MATERIALIZED (
+                -- In id order, as every statement that locks several jobs: two of them never wait for each other.
+                SELECT id FROM jobs WHERE id = ANY(\(commits.map(\.lease.jobID.rawValue))::text[]) ORDER BY id FOR UPDATE
             ), moved AS (
                 UPDATE jobs SET state = \(step.job.rawValue), version = version + 1, finished_at = lease.finished_at,
                     locked_by = NULL, locked_until = NULL, error_code = NULL, error_message = NULL, error_media_id = NULL
-                FROM lease
+                FROM lease JOIN locked ON locked.id = lease.job_id
                 WHERE jobs.id = lease.job_id AND jobs.state = ANY(\(step.jobFrom.map(\.rawValue))) AND jobs.locked_by = lease.runner
                     AND jobs.attempt = lease.attempt AND NOT jobs.cancel_requested
                     AND NOT EXISTS (
@@ -290,7 +300,7 @@ enum PostgresTransitions {
                             AND NOT EXISTS (SELECT 1 FROM stored WHERE stored.job_id = uploads.job_id AND stored.media_id = uploads.media_id))
                     AND NOT EXISTS (
                         SELECT 1 FROM webhooks WHERE webhooks.tenant = jobs.tenant AND NOT webhooks.disabled AND webhooks.events ? \(event.rawValue))
-                RETURNING \(unescaped: PostgresRows.qualifiedJobColumns)
+                RETURNING \(unescaped: PostgresRows.qualifiedJobColumns), jobs.tenant AS job_tenant
             ), published AS (
                 UPDATE posts SET state = \(step.post.rawValue), published_at = moved.finished_at FROM moved WHERE posts.id = moved.post_id
             ), media_published AS (
@@ -308,7 +318,7 @@ enum PostgresTransitions {
             )
             SELECT moved.*, uploaded.* FROM moved LEFT JOIN uploaded ON uploaded.upload_job_id = moved.id ORDER BY moved.id, uploaded.position
             """)
-        var committed: [JobID: Job] = [:]
+        var committed: [JobID: Committed] = [:]
         var index = rows.startIndex
         while index < rows.endIndex {
             let first = rows[index]
@@ -322,7 +332,7 @@ enum PostgresTransitions {
                     mediaID: id, state: uploadsTo, attempts: try row("upload_attempts"), size: try row("size"), bytesSent: try row("bytes_sent"))
             }
             guard let job = Job(columns: JobRow(columns: first), uploads: done) else { throw UnreadableRow(table: "jobs", id: jobID.rawValue) }
-            committed[jobID] = job
+            committed[jobID] = Committed(job: job, version: try first("version"), tenant: Tenant(uncheckedName: try first("job_tenant")))
             index = end
         }
         return committed
@@ -388,9 +398,12 @@ enum PostgresTransitions {
                     \(pending.map { $0.upload.error ?? "" })::text[], \(pending.map { $0.upload.error != nil })::boolean[],
                     \(pending.map(\.upload.bytes))::bigint[])
                     AS given (job_id, runner, lease_attempt, media_id, state, attempts, error, has_error, bytes)
+            ), locked AS MATERIALIZED (
+                -- In id order, as every statement that locks several jobs: two of them never wait for each other.
+                SELECT id FROM jobs WHERE id IN (SELECT job_id FROM given) ORDER BY id FOR UPDATE
             ), held AS (
                 UPDATE jobs SET version = version + 1
-                FROM (SELECT DISTINCT job_id, runner, lease_attempt FROM given) AS lease
+                FROM (SELECT DISTINCT job_id, runner, lease_attempt FROM given) AS lease JOIN locked ON locked.id = lease.job_id
                 WHERE jobs.id = lease.job_id AND jobs.locked_by = lease.runner AND jobs.attempt = lease.lease_attempt
                     AND jobs.state = \(JobState.running.rawValue)
                 RETURNING \(unescaped: Transaction.changed)

@@ -25,7 +25,7 @@ struct BatcherTests {
     }
 
     @Test func itemsThatComeWhileABatchRunsGoTogetherInTheNextEachGetsItsOwnOutput() async throws {
-        let batcher = Batcher<Int, Int>(limit: 4)
+        let batcher = Batcher<Int, Int>(limit: 4, concurrency: 1)
         let runs = Runs()
         try await withThrowingTaskGroup(of: (Int, Int).self) { group in
             group.addTask { (0, try await batcher.submit(0, run: runs.run)) }
@@ -42,6 +42,37 @@ struct BatcherTests {
         #expect(batches.first == [0])
         #expect(batches.dropFirst().map(\.count) == [4, 2], "\(batches)")
         #expect(Set(batches.dropFirst().flatMap { $0 }) == Set(1...6))
+    }
+
+    @Test func twoBatchesRunAtOnceAndTheItemsThatComeMeanwhileWaitForEither() async throws {
+        let batcher = Batcher<Int, Int>(limit: 4, concurrency: 2)
+        let batches = Mutex<[[Int]]>([])
+        let (started, start) = AsyncStream.makeStream(of: Void.self)
+        let latch = Latch()
+        let run: @Sendable ([Int]) async -> [Result<Int, any Error>] = { items in
+            batches.withLock { $0.append(items) }
+            start.yield()
+            await latch.wait()
+            return items.map { .success($0 * 10) }
+        }
+        try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            var starts = started.makeAsyncIterator()
+            for item in 0...1 {
+                group.addTask { (item, try await batcher.submit(item, run: run)) }
+                await starts.next()  // each runs at once, the first still held
+            }
+            for item in 2...3 { group.addTask { (item, try await batcher.submit(item, run: run)) } }
+            try await waitUntil { batcher.waitingCount == 2 }
+            #expect(batches.withLock { $0.count } == 2, "no third batch while two run")
+            latch.open()
+            var outputs: [Int: Int] = [:]
+            for try await (item, output) in group { outputs[item] = output }
+            #expect(outputs == [0: 0, 1: 10, 2: 20, 3: 30])
+        }
+        let all = batches.withLock { $0 }
+        // Each of the first two to end hands its turn on: 2 and 3 go together or apart, as the hand-offs fall.
+        #expect(Set(all.prefix(2)) == [[0], [1]], "\(all)")
+        #expect(all.dropFirst(2).flatMap { $0 }.sorted() == [2, 3], "\(all)")
     }
 
     @Test func aRunThatMiscountsFailsEveryItemOfItsBatchAndTheNextBatchRuns() async throws {
@@ -63,5 +94,29 @@ struct BatcherTests {
             try #require(ContinuousClock.now < deadline, "the condition never held")
             try await Task.sleep(for: .milliseconds(1))
         }
+    }
+}
+
+/// Holds its waiters until opened; later waiters go through.
+final class Latch: Sendable {
+    private let state = Mutex<(isOpen: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func wait() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let isOpen = state.withLock { state in
+                if !state.isOpen { state.waiters.append(waiter) }
+                return state.isOpen
+            }
+            if isOpen { waiter.resume() }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.isOpen = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 }

@@ -102,6 +102,39 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("a job this replica commits answers the next long poll from memory; another tenant's or another replica's read it")
+    func committedJobAnswersFromMemory() async throws {
+        let url = try await freshDatabase()
+        let a = try await PostgresStorage.open(url: url, logger: quiet)
+        let b = try await PostgresStorage.open(url: url, logger: quiet)
+        try await running(a) {
+            try await running(b) {
+                for _ in 0..<100 where !(a.feed.isListening && b.feed.isListening) {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let creation = try await a.posts.create(PostRequest(text: "committed", mediaIDs: []), tenant: .default, idempotency: nil, now: .now())
+                guard case .created(let created) = creation else { throw PostgresTestError("expected a creation, got \(creation)") }
+                var heard = b.changes.subscribe().makeAsyncIterator()
+                let claimed = try #require(try await a.jobs.claim(runner: "a", leaseUntil: Timestamp.now().adding(milliseconds: 60_000), now: .now()))
+                guard case .done(let done) = try await a.jobs.commit(claimed.lease, objects: [:], now: .now()) else {
+                    throw PostgresTestError("the commit was refused")
+                }
+                let before = a.feed.polledAnswers
+                let snapshot = try #require(try await a.jobs.snapshot(id: created.job.id, tenant: .default))
+                #expect(snapshot.job == done && snapshot.job.state == .succeeded)
+                #expect(a.feed.polledAnswers == before + 1, "answered without a read")
+                #expect(try await a.jobs.snapshot(id: created.job.id, tenant: try #require(Tenant(rawValue: "other"))) == nil)
+                // B did not commit it: B reads it (and then remembers it).
+                _ = await next(&heard, of: created.job.id) { $0.state == .succeeded }
+                let readByB = b.feed.polledAnswers
+                #expect(try await b.jobs.snapshot(id: created.job.id, tenant: .default)?.job == done)
+                #expect(b.feed.polledAnswers == readByB)
+                #expect(try await b.jobs.snapshot(id: created.job.id, tenant: .default)?.job == done)
+                #expect(b.feed.polledAnswers == readByB + 1)
+            }
+        }
+    }
+
     @Test("a slow call and a cut listener are no outage: the call is answered, and the next calls too")
     func slowIsNotDown() async throws {
         let url = try await freshDatabase()

@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 from . import cpu_seconds
@@ -48,8 +49,11 @@ class Postgres:
         """The database name of a `--database` URL made by database()."""
         return url.rsplit("/", 1)[1].split("?")[0]
 
-    def wal_syncs(self):
-        """WAL flushes so far (pg_stat_wal.wal_sync): the durable commits, grouped as PostgreSQL groups them."""
+    def wal_syncs(self, settle=0.0):
+        """WAL flushes so far (pg_stat_wal.wal_sync): the durable commits, grouped as PostgreSQL groups them. A server
+        process reports its counts at most once a second while busy, and an idle one within 10 s: `settle` seconds are
+        waited first (11 after a workload whose connections stay open; 2 once they have closed, which reports them)."""
+        time.sleep(settle)
         return int(self.sql("SELECT wal_sync FROM pg_stat_wal"))
 
     def cpu_seconds(self):
