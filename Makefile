@@ -57,12 +57,14 @@ release: deps
 ## Release builds, then every measurement side by side (Benchmarks/run.py); writes BENCHMARKS.md (about 20 minutes
 ## warm: the status poll at both log levels, post creation, parallel publish, cancellation, memory, 1 GiB ingest on
 ## disk and tmpfs, the publish path with its fsyncs counted under strace, the image through make verify-container's
-## script, which rebuilds the Swift layer after a source change: 12 minutes more). One part: BENCH_ARGS="--only publish".
+## script, which rebuilds the Swift layer after a source change: 12 minutes more); then Herald on PostgreSQL beside
+## SQLite (make bench-replicas). One part of the first: BENCH_ARGS="--only publish".
 bench: deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }
 	@command -v curl >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq curl; }
 	@command -v strace >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq strace; }
 	python3 Benchmarks/run.py $(BENCH_ARGS)
+	$(MAKE) bench-replicas BENCH_ARGS=
 
 ## GET /healthz under wrk, side by side with a plain C libmicrohttpd server.
 bench-healthz: deps
