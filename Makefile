@@ -107,8 +107,10 @@ fuzz: deps
 	Fuzz/run.sh build
 	Fuzz/run.sh fuzz $(FUZZ_SECONDS)
 
-## Builds the Dockerfile with buildah, runs it with podman, publishes a post through it, restarts it (root needed).
+## Builds the Dockerfile with buildah, runs it with podman, publishes a post through it, restarts it, then runs it on a
+## PostgreSQL of its own with HERALD_DATABASE_URL (root needed).
 verify-container:
+	@dpkg -s postgresql >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql; }
 	scripts/verify-container
 
 clean:
