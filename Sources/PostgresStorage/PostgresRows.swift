@@ -27,6 +27,21 @@ enum PostgresRows {
     /// The hot statement's name (``HotStatement``).
     enum JobRead: HotStatementSite {}
 
+    /// `rows` cut into runs of consecutive rows with one value of the text `column` (a statement's rows ordered by it:
+    /// a job or post and its children, one row each).
+    static func runs(_ rows: [Columns], by column: String) throws -> [ArraySlice<Columns>] {
+        var runs: [ArraySlice<Columns>] = []
+        var start = rows.startIndex
+        while start < rows.endIndex {
+            let value: String = try rows[start](column)
+            var end = start + 1
+            while end < rows.endIndex, try rows[end](column, as: String.self) == value { end += 1 }
+            runs.append(rows[start..<end])
+            start = end
+        }
+        return runs
+    }
+
     /// The job with this id, which must exist.
     static func existingJob(_ transaction: Transaction, _ id: JobID) async throws -> Job {
         guard let read = try await job(transaction, id: id) else { throw UnreadableRow(table: "jobs", id: id.rawValue, reason: "is missing") }

@@ -84,18 +84,15 @@ enum PostgresTransitions {
             """)
         var created: [PostID: PostAndJob] = [:]
         let asked = Dictionary(uniqueKeysWithValues: zip(posts, schedules).map { ($0.0.postID, (post: $0.0, step: $0.1.step)) })
-        var index = rows.startIndex
-        while index < rows.endIndex {
-            let first = rows[index]
+        for group in try PostgresRows.runs(rows, by: "post_id") {
+            let first = group[group.startIndex]
             let postID: PostID = try first("post_id")
-            var end = index
-            while end < rows.endIndex, try rows[end]("post_id", as: PostID.self) == postID { end += 1 }
             guard let (post, step) = asked[postID] else { throw UnreadableRow(table: "posts", id: postID.rawValue, reason: "was not asked for") }
             transaction.recorder.record(try Transaction.change(first))
             let uploadState = step.uploads?.to ?? .pending
             var media: [Media] = []
             var uploads: [Job.Upload] = []
-            for row in rows[index..<end] {
+            for row in group {
                 guard let id: MediaID = try row("media_id") else { continue }  // a post without media: one row, its job's
                 guard let type = MediaType(rawValue: try row("content_type")), let state = MediaState(rawValue: try row("media_state")) else {
                     throw UnreadableRow(table: "media", id: id.rawValue)
@@ -115,7 +112,6 @@ enum PostgresTransitions {
                     id: postID, text: post.request.text, state: step.post, media: media, jobID: post.jobID, priority: post.request.priority,
                     scheduledAt: post.request.scheduledAt, createdAt: post.now),
                 job: job)
-            index = end
         }
         return created
     }
@@ -319,21 +315,17 @@ enum PostgresTransitions {
             SELECT moved.*, uploaded.* FROM moved LEFT JOIN uploaded ON uploaded.upload_job_id = moved.id ORDER BY moved.id, uploaded.position
             """)
         var committed: [JobID: Committed] = [:]
-        var index = rows.startIndex
-        while index < rows.endIndex {
-            let first = rows[index]
+        for group in try PostgresRows.runs(rows, by: "id") {
+            let first = group[group.startIndex]
             let jobID: JobID = try first("id")
-            var end = index
-            while end < rows.endIndex, try rows[end]("id", as: JobID.self) == jobID { end += 1 }
             transaction.recorder.record(try Transaction.change(first))
-            let done: [Job.Upload] = try rows[index..<end].compactMap { row in
+            let done: [Job.Upload] = try group.compactMap { row in
                 guard let id: MediaID = try row("media_id") else { return nil }  // a post without media: one row, its job's
                 return Job.Upload(
                     mediaID: id, state: uploadsTo, attempts: try row("upload_attempts"), size: try row("size"), bytesSent: try row("bytes_sent"))
             }
             guard let job = Job(columns: JobRow(columns: first), uploads: done) else { throw UnreadableRow(table: "jobs", id: jobID.rawValue) }
             committed[jobID] = Committed(job: job, version: try first("version"), tenant: Tenant(uncheckedName: try first("job_tenant")))
-            index = end
         }
         return committed
     }

@@ -48,7 +48,7 @@ struct BatcherTests {
         let batcher = Batcher<Int, Int>(limit: 4, concurrency: 2)
         let batches = Mutex<[[Int]]>([])
         let (started, start) = AsyncStream.makeStream(of: Void.self)
-        let latch = Latch()
+        let latch = StartGate()  // the batches wait until the test opens it
         let run: @Sendable ([Int]) async -> [Result<Int, any Error>] = { items in
             batches.withLock { $0.append(items) }
             start.yield()
@@ -94,29 +94,5 @@ struct BatcherTests {
             try #require(ContinuousClock.now < deadline, "the condition never held")
             try await Task.sleep(for: .milliseconds(1))
         }
-    }
-}
-
-/// Holds its waiters until opened; later waiters go through.
-final class Latch: Sendable {
-    private let state = Mutex<(isOpen: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let isOpen = state.withLock { state in
-                if !state.isOpen { state.waiters.append(waiter) }
-                return state.isOpen
-            }
-            if isOpen { waiter.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { state in
-            state.isOpen = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
     }
 }
