@@ -48,9 +48,10 @@ for media_type, prefixes in SIGNATURES.items():
 
 @schemathesis.hook
 def filter_failure(ctx, failure, case, response):
-    """Drops one false "schema-violating request accepted": a number or boolean drawn for a string field of a form.
+    """Drops one false "schema-violating request accepted": a number, boolean or null drawn for a string field of a form.
 
-    A multipart form carries every field as text, so `text=-1.5` is the string "-1.5", valid for a string field;
+    A multipart form carries every field as text, so `text=-1.5` is the string "-1.5" and a null the string "null",
+    both valid for a string field;
     Schemathesis' fuzzing phase still counts it as a type violation (its coverage phase already knows better).
     Only failures whose every violation is of that kind are dropped.
     """
@@ -58,7 +59,7 @@ def filter_failure(ctx, failure, case, response):
     if failure.code != "ST201" or not media_type.startswith("multipart/form-data"):
         return True
     violations = [line for line in failure.message.splitlines() if "violates" in line]
-    textual = ("became number", "became integer", "became boolean")
+    textual = ("became number", "became integer", "became boolean", "became null")
     only_textual = all("violates `type`" in line and "was string" in line and any(t in line for t in textual) for line in violations)
     return not (violations and only_textual)
 
