@@ -103,8 +103,10 @@ struct PostgresJobRepository: JobRepository {
         let claimed = try await storage.autocommit { transaction in
             try await PostgresTransitions.claim(transaction, upTo: limit, runner: runner, leaseUntil: leaseUntil, now: now)
         }
-        storage.liveUploads.hold(claimed.map(\.lease))
-        return claimed
+        // The clients' polls woken by the claim are answered with the jobs as claimed, without a read.
+        for (_, written) in claimed { storage.feed.rememberPolled(written.job, tenant: written.tenant, version: written.version) }
+        storage.liveUploads.hold(claimed.map(\.claimed.lease))
+        return claimed.map(\.claimed)
     }
 
     func renewLeases(_ leases: [JobLease], until: Timestamp) async throws -> LeaseRenewal {

@@ -4,7 +4,8 @@ import PostgresNIO
 
 /// Reads one job for a status poll on the caller's (HTTP) thread, with one statement (one snapshot: the job and its
 /// uploads always agree), on a connection of ``BlockingConnections``; or from memory, while the change feed says the
-/// job has not moved since the last poll read it (``ChangeFeed/polledJob(id:tenant:)``).
+/// job has not moved since the last poll read it or this replica wrote it (``ChangeFeed/polledJob(id:tenant:)``). A long
+/// poll reads the same way through the pool (``read(id:tenant:)``).
 struct PostgresJobStatusReader: JobStatusReader {
     let storage: PostgresStorage
 
@@ -42,22 +43,32 @@ struct PostgresJobStatusReader: JobStatusReader {
     }
 
     func job(id: JobID, tenant: Tenant) throws -> Job? {
-        if var job = storage.feed.polledJob(id: id, tenant: tenant) {
-            storage.uploadProgress.apply(to: &job)
-            return job
-        }
+        if let job = remembered(id: id, tenant: tenant) { return job }
         var bindings = PostgresBindings(capacity: 2)
         bindings.append(id)
         bindings.append(tenant.rawValue)
         let rows = try storage.blocking.rows(PostgresQuery(unsafeSQL: Self.query, binds: bindings)).map(Columns.init)
-        guard var (job, version) = try Self.job(rows) else { return nil }
-        storage.feed.rememberPolled(job, tenant: tenant, version: version)
+        return try Self.job(rows).map { remembering($0, tenant: tenant) }
+    }
+
+    /// The same job through the pool, for a task (a long poll): no thread waits on the database.
+    func read(id: JobID, tenant: Tenant) async throws -> Job? {
+        if let job = remembered(id: id, tenant: tenant) { return job }
+        return try await storage.autocommit { try await PostgresRows.job($0, id: id, tenant: tenant) }.map { remembering($0, tenant: tenant) }
+    }
+
+    /// The job from the polls' memory, with its uploads' live progress.
+    private func remembered(id: JobID, tenant: Tenant) -> Job? {
+        guard var job = storage.feed.polledJob(id: id, tenant: tenant) else { return nil }
         storage.uploadProgress.apply(to: &job)
         return job
     }
 
-    /// The same job through the pool, for a task: no thread waits on the database.
-    func read(id: JobID, tenant: Tenant) async throws -> Job? {
-        try await PostgresJobRepository(storage: storage).find(id: id, tenant: tenant)
+    /// `read`'s job, remembered for the next polls, with its uploads' live progress.
+    private func remembering(_ read: (job: Job, version: Int), tenant: Tenant) -> Job {
+        storage.feed.rememberPolled(read.job, tenant: tenant, version: read.version)
+        var job = read.job
+        storage.uploadProgress.apply(to: &job)
+        return job
     }
 }

@@ -28,7 +28,11 @@ struct PostgresPostRepository: PostRepository {
                     return posts.map { _ in .failure(error) }
                 }
             }
-            if let created { return .created(created) }
+            if let created {
+                // The client's first poll of it is answered as created, without a read.
+                storage.feed.rememberPolled(created.postAndJob.job, tenant: tenant, version: created.version)
+                return .created(created.postAndJob)
+            }
         }
         do {
             return try await storage.write { transaction in
@@ -82,7 +86,7 @@ struct PostgresPostRepository: PostRepository {
                 WHERE tenant = \(tenant.rawValue) AND key = \(idempotency.key)
                 """)
         }
-        return .created(created)
+        return .created(created.postAndJob)
     }
 
     func reserve(_ idempotency: IdempotencyRecord, tenant: Tenant, now: Timestamp) async throws -> PostCreation? {

@@ -29,9 +29,9 @@ public final class PostgresStorage: Storage, Service {
     /// The uploads of the jobs this replica runs, written for the other replicas to show.
     let liveUploads = LiveUploads()
     /// Posts created together: one statement for those asked for while the last ran.
-    let creations = Batcher<PostgresTransitions.NewPost, PostAndJob?>(limit: 32)
+    let creations = Batcher<PostgresTransitions.NewPost, PostgresTransitions.Created?>(limit: 32)
     /// Jobs committed together: one statement for those that ended while the last ran.
-    let commits = Batcher<PostgresTransitions.Commit, PostgresTransitions.Committed?>(limit: 32)
+    let commits = Batcher<PostgresTransitions.Commit, PostgresTransitions.WrittenJob?>(limit: 32)
 
     /// Where the database is.
     public let url: DatabaseURL

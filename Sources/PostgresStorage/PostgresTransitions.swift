@@ -21,12 +21,25 @@ enum PostgresTransitions {
         let now: Timestamp
     }
 
+    /// A job as a statement left it, with its version and tenant: what a status poll would read of it then.
+    struct WrittenJob: Sendable {
+        let job: Job
+        let version: Int
+        let tenant: Tenant
+    }
+
+    /// A post as its creation left it, and its job's version.
+    struct Created: Sendable {
+        let postAndJob: PostAndJob
+        let version: Int
+    }
+
     /// New posts (queued, or scheduled while `scheduledAt > now`), each with its first job and its uploads, its media
     /// attached in order, in ONE statement (its own transaction when run alone: ``PostgresStorage/autocommit(_:)``);
     /// the posts and jobs as created, by post. A post is left out, writing nothing of it, when a medium it lists is
     /// unknown, another tenant's, attached already or listed by another post of `posts` (each is locked first: two
     /// posts listing one medium take turns, and the second finds it attached).
-    static func create(_ transaction: Transaction, _ posts: [NewPost]) async throws -> [PostID: PostAndJob] {
+    static func create(_ transaction: Transaction, _ posts: [NewPost]) async throws -> [PostID: Created] {
         guard !posts.isEmpty else { return [:] }
         let schedules = posts.map { $0.request.initialSchedule(now: $0.now) }
         let listed = posts.flatMap { post in
@@ -82,7 +95,7 @@ enum PostgresTransitions {
             )
             SELECT job.*, attached.* FROM job LEFT JOIN attached ON attached.media_post_id = job.post_id ORDER BY job.post_id, attached.position
             """)
-        var created: [PostID: PostAndJob] = [:]
+        var created: [PostID: Created] = [:]
         let asked = Dictionary(uniqueKeysWithValues: zip(posts, schedules).map { ($0.0.postID, (post: $0.0, step: $0.1.step)) })
         for group in try PostgresRows.runs(rows, by: "post_id") {
             let first = group[group.startIndex]
@@ -107,11 +120,12 @@ enum PostgresTransitions {
             guard let job = Job(columns: JobRow(columns: first), uploads: uploads) else {
                 throw UnreadableRow(table: "jobs", id: post.jobID.rawValue)
             }
-            created[postID] = PostAndJob(
+            let postAndJob = PostAndJob(
                 post: Post(
                     id: postID, text: post.request.text, state: step.post, media: media, jobID: post.jobID, priority: post.request.priority,
                     scheduledAt: post.request.scheduledAt, createdAt: post.now),
                 job: job)
+            created[postID] = Created(postAndJob: postAndJob, version: try first("version"))
         }
         return created
     }
@@ -146,7 +160,7 @@ enum PostgresTransitions {
     /// jobs. Returns them in claim order with their new attempt and their media in order.
     static func claim(
         _ transaction: Transaction, upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp
-    ) async throws -> [ClaimedJob] {
+    ) async throws -> [(claimed: ClaimedJob, written: WrittenJob)] {
         let step = Transition.claim
         guard let mediaState = step.media, let uploads = step.uploads, uploads.from.isEmpty, uploads.to == .pending else {
             preconditionFailure("a claim moves the media, and starts every upload afresh")
@@ -165,7 +179,7 @@ enum PostgresTransitions {
                 UPDATE jobs SET state = \(step.job.rawValue), version = version + 1, attempt = attempt + 1,
                     locked_by = \(runner), locked_until = \(leaseUntil), started_at = coalesce(started_at, \(now))
                 FROM due WHERE jobs.id = due.id
-                RETURNING \(unescaped: Transaction.changed), jobs.post_id, jobs.attempt, jobs.priority, jobs.run_at, jobs.created_at
+                RETURNING \(unescaped: PostgresRows.qualifiedJobColumns), jobs.tenant AS job_tenant
             ), posts_moved AS (
                 UPDATE posts SET state = \(step.post.rawValue), published_at = NULL FROM moved WHERE posts.id = moved.post_id
             ), media_moved AS (
@@ -173,31 +187,41 @@ enum PostgresTransitions {
                 FROM moved WHERE media.post_id = moved.post_id
                 RETURNING media.id, media.staging_path, media.size, media.sha256, media.content_type, media.position
             ), uploads_moved AS (
-                -- A fresh run forgets the last attempt's error and bytes.
+                -- A fresh run forgets the last attempt's error and bytes; a first run's uploads are fresh already, and
+                -- are not written again.
                 UPDATE uploads SET state = \(uploads.to.rawValue), error = NULL, bytes_sent = 0
                 FROM moved WHERE uploads.job_id = moved.id
-                RETURNING uploads.job_id, uploads.media_id, uploads.attempts
+                    AND (uploads.state <> \(uploads.to.rawValue) OR uploads.error IS NOT NULL OR uploads.bytes_sent <> 0)
+            ), uploads_read AS (
+                -- The statement's snapshot: the attempts, which the update above leaves as they are.
+                SELECT uploads.job_id, uploads.media_id, uploads.attempts FROM uploads JOIN moved ON uploads.job_id = moved.id
             )
             SELECT moved.*, media_moved.id AS media_id, media_moved.staging_path, media_moved.size, media_moved.sha256,
-                media_moved.content_type, uploads_moved.attempts AS upload_attempts
-            FROM moved LEFT JOIN (uploads_moved JOIN media_moved ON media_moved.id = uploads_moved.media_id) ON uploads_moved.job_id = moved.id
+                media_moved.content_type, uploads_read.attempts AS upload_attempts
+            FROM moved LEFT JOIN (uploads_read JOIN media_moved ON media_moved.id = uploads_read.media_id) ON uploads_read.job_id = moved.id
             ORDER BY moved.priority, moved.run_at, moved.created_at, moved.id, media_moved.position, media_moved.id
             """)
-        var claimed: [ClaimedJob] = []
-        for row in rows {
-            let jobID: JobID = try row("id")
-            if claimed.last?.jobID != jobID {
-                transaction.recorder.record(try Transaction.change(row))
-                claimed.append(ClaimedJob(jobID: jobID, postID: try row("post_id"), runner: runner, attempt: try row("attempt"), media: []))
+        return try PostgresRows.runs(rows, by: "id").map { group in
+            let first = group[group.startIndex]
+            let jobID: JobID = try first("id")
+            transaction.recorder.record(try Transaction.change(first))
+            var media: [ClaimedMedia] = []
+            for row in group {
+                guard let mediaID: MediaID = try row("media_id") else { continue }  // a post without media: one row, its job's
+                guard let type = MediaType(rawValue: try row("content_type")) else { throw UnreadableRow(table: "media", id: mediaID.rawValue) }
+                media.append(
+                    ClaimedMedia(
+                        mediaID: mediaID, stagingPath: try row("staging_path"), size: try row("size"), sha256: try row("sha256"),
+                        contentType: type, attempts: try row("upload_attempts")))
             }
-            guard let mediaID: MediaID = try row("media_id") else { continue }  // a post without media
-            guard let type = MediaType(rawValue: try row("content_type")) else { throw UnreadableRow(table: "media", id: mediaID.rawValue) }
-            claimed[claimed.count - 1].media.append(
-                ClaimedMedia(
-                    mediaID: mediaID, stagingPath: try row("staging_path"), size: try row("size"), sha256: try row("sha256"), contentType: type,
-                    attempts: try row("upload_attempts")))
+            // The job as a poll would read it now: its uploads start afresh.
+            let uploads = media.map { Job.Upload(mediaID: $0.mediaID, state: uploads.to, attempts: $0.attempts, size: $0.size) }
+            guard let job = Job(columns: JobRow(columns: first), uploads: uploads) else { throw UnreadableRow(table: "jobs", id: jobID.rawValue) }
+            return (
+                claimed: ClaimedJob(jobID: jobID, postID: try first("post_id"), runner: runner, attempt: try first("attempt"), media: media),
+                written: WrittenJob(job: job, version: try first("version"), tenant: Tenant(uncheckedName: try first("job_tenant")))
+            )
         }
-        return claimed
     }
 
     /// The post is published: each medium gets its stored object's URL and key; the job succeeded.
@@ -246,14 +270,7 @@ enum PostgresTransitions {
     /// asked for, its objects cover every upload, and its tenant has no webhook for the event (whose body is written in
     /// Swift). Publishes each post as ``commit(_:jobID:postID:objects:now:)`` does, with the runner's uploads written
     /// in; returns the jobs as committed. A commit left out wrote nothing: its caller takes the long way, which says why.
-    /// A job as its commit left it, with its version and tenant.
-    struct Committed: Sendable {
-        let job: Job
-        let version: Int
-        let tenant: Tenant
-    }
-
-    static func commit(_ transaction: Transaction, _ commits: [Commit]) async throws -> [JobID: Committed] {
+    static func commit(_ transaction: Transaction, _ commits: [Commit]) async throws -> [JobID: WrittenJob] {
         guard !commits.isEmpty else { return [:] }
         let step = Transition.commit
         guard let mediaState = step.media, let uploadsTo = step.uploads?.to, let event = WebhookEventType(ending: step.job) else {
@@ -314,7 +331,7 @@ enum PostgresTransitions {
             )
             SELECT moved.*, uploaded.* FROM moved LEFT JOIN uploaded ON uploaded.upload_job_id = moved.id ORDER BY moved.id, uploaded.position
             """)
-        var committed: [JobID: Committed] = [:]
+        var committed: [JobID: WrittenJob] = [:]
         for group in try PostgresRows.runs(rows, by: "id") {
             let first = group[group.startIndex]
             let jobID: JobID = try first("id")
@@ -325,7 +342,7 @@ enum PostgresTransitions {
                     mediaID: id, state: uploadsTo, attempts: try row("upload_attempts"), size: try row("size"), bytesSent: try row("bytes_sent"))
             }
             guard let job = Job(columns: JobRow(columns: first), uploads: done) else { throw UnreadableRow(table: "jobs", id: jobID.rawValue) }
-            committed[jobID] = Committed(job: job, version: try first("version"), tenant: Tenant(uncheckedName: try first("job_tenant")))
+            committed[jobID] = WrittenJob(job: job, version: try first("version"), tenant: Tenant(uncheckedName: try first("job_tenant")))
         }
         return committed
     }

@@ -34,6 +34,18 @@ func next(
     return nil
 }
 
+/// Staged PNGs of these sizes, of the default tenant: their ids, in order.
+func stage(sizes: [Int64], on storage: PostgresStorage) async throws -> [MediaID] {
+    var ids: [MediaID] = []
+    for size in sizes {
+        let medium = Media(
+            id: MediaID.generate(at: .now()), contentType: .png, size: size, sha256: String(repeating: "ab", count: 32), createdAt: .now())
+        try await storage.media.insert(medium, tenant: .default, stagingPath: "staging/\(medium.id)")
+        ids.append(medium.id)
+    }
+    return ids
+}
+
 @Suite("PostgreSQL change feed", .timeLimit(.minutes(1)))
 struct ChangeFeedTests {
     @Test("a replica hears another's commits: those made before it listened, and those made while its listener was cut")
@@ -102,8 +114,10 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test("a job this replica commits answers the next long poll from memory; another tenant's or another replica's read it")
-    func committedJobAnswersFromMemory() async throws {
+    @Test(
+        "a job this replica creates, claims or commits answers the next long poll from memory, as a read would; another tenant's or another replica's read it"
+    )
+    func writtenJobAnswersFromMemory() async throws {
         let url = try await freshDatabase()
         let a = try await PostgresStorage.open(url: url, logger: quiet)
         let b = try await PostgresStorage.open(url: url, logger: quiet)
@@ -112,14 +126,31 @@ struct ChangeFeedTests {
                 for _ in 0..<100 where !(a.feed.isListening && b.feed.isListening) {
                     try await Task.sleep(for: .milliseconds(50))
                 }
-                let creation = try await a.posts.create(PostRequest(text: "committed", mediaIDs: []), tenant: .default, idempotency: nil, now: .now())
+                let mediaIDs = try await stage(sizes: [100, 200], on: a)
+                let creation = try await a.posts.create(
+                    PostRequest(text: "written", mediaIDs: mediaIDs), tenant: .default, idempotency: nil, now: .now())
                 guard case .created(let created) = creation else { throw PostgresTestError("expected a creation, got \(creation)") }
                 var heard = b.changes.subscribe().makeAsyncIterator()
+                // Each answer from memory is the job as the database has it then (`find` always reads).
+                var before = a.feed.polledAnswers
+                #expect(try await a.jobs.snapshot(id: created.job.id, tenant: .default)?.job == a.jobs.find(id: created.job.id, tenant: .default))
+                #expect(a.feed.polledAnswers == before + 1, "the created job answered without a read")
+
                 let claimed = try #require(try await a.jobs.claim(runner: "a", leaseUntil: Timestamp.now().adding(milliseconds: 60_000), now: .now()))
-                guard case .done(let done) = try await a.jobs.commit(claimed.lease, objects: [:], now: .now()) else {
+                before = a.feed.polledAnswers
+                let running = try #require(try await a.jobs.snapshot(id: created.job.id, tenant: .default))
+                #expect(running.job.state == .running && running.job.uploads.map(\.size) == [100, 200])
+                #expect(running.job == (try await a.jobs.find(id: created.job.id, tenant: .default)))
+                #expect(a.feed.polledAnswers == before + 1, "the claimed job answered without a read")
+                // A long poll's read (through the pool) is answered the same way.
+                #expect(try await a.statusReader(connections: 1).read(id: created.job.id, tenant: .default) == running.job)
+                #expect(a.feed.polledAnswers == before + 2)
+
+                let objects = Dictionary(uniqueKeysWithValues: mediaIDs.map { ($0, StoredObject(key: "k/\($0)", url: "https://cdn.example/\($0)")) })
+                guard case .done(let done) = try await a.jobs.commit(claimed.lease, objects: objects, now: .now()) else {
                     throw PostgresTestError("the commit was refused")
                 }
-                let before = a.feed.polledAnswers
+                before = a.feed.polledAnswers
                 let snapshot = try #require(try await a.jobs.snapshot(id: created.job.id, tenant: .default))
                 #expect(snapshot.job == done && snapshot.job.state == .succeeded)
                 #expect(a.feed.polledAnswers == before + 1, "answered without a read")
@@ -131,6 +162,35 @@ struct ChangeFeedTests {
                 #expect(b.feed.polledAnswers == readByB)
                 #expect(try await b.jobs.snapshot(id: created.job.id, tenant: .default)?.job == done)
                 #expect(b.feed.polledAnswers == readByB + 1)
+            }
+        }
+    }
+
+    @Test("a job run again shows another replica its uploads afresh: pending, without the last run's error and bytes")
+    func aRunAgainIsFreshOnAnotherReplica() async throws {
+        let url = try await freshDatabase()
+        let a = try await PostgresStorage.open(url: url, logger: quiet)
+        let b = try await PostgresStorage.open(url: url, logger: quiet)
+        try await running(a) {
+            try await running(b) {
+                let mediaIDs = try await stage(sizes: [100, 100], on: a)
+                let creation = try await a.posts.create(
+                    PostRequest(text: "again", mediaIDs: mediaIDs), tenant: .default, idempotency: nil, now: .now())
+                guard case .created(let created) = creation else { throw PostgresTestError("expected a creation, got \(creation)") }
+                let id = created.job.id
+                let first = try #require(try await a.jobs.claim(runner: "a", leaseUntil: Timestamp.now().adding(milliseconds: 60_000), now: .now()))
+                a.jobs.updateUpload(jobID: id, mediaID: mediaIDs[1], state: .failed, attempts: 2, error: "timed out")
+                a.jobs.reportBytes(jobID: id, mediaID: mediaIDs[1], bytes: 40)
+                try await a.jobs.requeue(first.lease)
+                let requeued = try #require(try await b.jobs.find(id: id, tenant: .default))
+                #expect(requeued.uploads.map(\.error) == [nil, nil] && requeued.uploads.map(\.attempts) == [0, 2], "put back: pending again")
+                // Whatever a row holds when the job is claimed again (a put back leaves none of this), the run starts afresh.
+                try await a.run("UPDATE uploads SET error = 'stale', bytes_sent = 7 WHERE job_id = \(id) AND media_id = \(mediaIDs[0])")
+                _ = try #require(try await a.jobs.claim(runner: "a", leaseUntil: Timestamp.now().adding(milliseconds: 60_000), now: .now()))
+                let seen = try #require(try await b.jobs.find(id: id, tenant: .default))
+                #expect(seen.state == .running && seen.attempt == 2)
+                #expect(seen.uploads.map(\.state) == [.pending, .pending] && seen.uploads.map(\.error) == [nil, nil])
+                #expect(seen.uploads.map(\.bytesSent) == [0, 0] && seen.uploads.map(\.attempts) == [0, 2])
             }
         }
     }

@@ -216,6 +216,32 @@ struct ConformanceTests {
         }
     }
 
+    @Test(
+        "a job put back runs again from the start: its uploads pending, without the last run's error and bytes, attempts kept",
+        arguments: Backend.allCases)
+    func aRunAgainStartsItsUploadsAfresh(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let media = try await fixture.stage(2)
+            let created = try await fixture.create("again", media: media)
+            let first = try await fixture.claim("a")
+            storage.jobs.updateUpload(jobID: created.job.id, mediaID: media[0], state: .uploaded, attempts: 1, error: nil)
+            storage.jobs.reportBytes(jobID: created.job.id, mediaID: media[0], bytes: 100)
+            storage.jobs.updateUpload(jobID: created.job.id, mediaID: media[1], state: .failed, attempts: 2, error: "timed out")
+            storage.jobs.reportBytes(jobID: created.job.id, mediaID: media[1], bytes: 40)
+            try await storage.jobs.requeue(first.lease)
+            let requeued = try #require(try await storage.jobs.find(id: created.job.id, tenant: .default))
+            #expect(requeued.state == .queued && requeued.uploads.map(\.attempts) == [1, 2])
+
+            let second = try await fixture.claim("b", at: At.at(3))
+            #expect(second.attempt == 2 && second.media.map(\.attempts) == [1, 2])
+            let running = try #require(try await storage.jobs.find(id: created.job.id, tenant: .default))
+            #expect(running.uploads.map(\.state) == [.pending, .pending])
+            #expect(running.uploads.map(\.error) == [nil, nil] && running.uploads.map(\.bytesSent) == [0, 0])
+            #expect(running.uploads.map(\.attempts) == [1, 2])
+        }
+    }
+
     @Test("a runner that lost its lease changes nothing of the job (fencing); the new holder finishes it", arguments: Backend.allCases)
     func fencing(_ backend: Backend) async throws {
         try await backend.withStorage { storage in
