@@ -3,7 +3,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-replicas bench-webhooks verify-container clean \
+.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-replicas bench-fair bench-webhooks verify-container clean \
 	reliability reliability-deps fuzz
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
@@ -65,6 +65,7 @@ bench: deps
 	@command -v strace >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq strace; }
 	python3 Benchmarks/run.py $(BENCH_ARGS)
 	$(MAKE) bench-replicas BENCH_ARGS=
+	$(MAKE) bench-fair BENCH_ARGS=
 
 ## GET /healthz under wrk, side by side with a plain C libmicrohttpd server.
 bench-healthz: deps
@@ -81,6 +82,12 @@ bench-replicas: release
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }
 	@dpkg -s postgresql >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql; }
 	python3 Benchmarks/replicas.py $(BENCH_ARGS)
+
+## Fair share between tenants: claim throughput over 100 tenants, B's wait behind A's backlog, on SQLite and PostgreSQL
+## (release build; BENCH_ARGS="--baseline BIN" measures another build beside it).
+bench-fair: release
+	@dpkg -s postgresql >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql; }
+	python3 Benchmarks/fairshare.py $(BENCH_ARGS)
 
 ## Webhook deliveries a second to a local nginx that answers 204: a backlog, then live job endings (release build).
 bench-webhooks: release

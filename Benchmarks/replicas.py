@@ -272,25 +272,16 @@ def claim_backlog(binary, postgres, backlog, replicas=3, workers=8, limit=600):
         run.http("POST", first.url("/v1/queue/pause"))
         run.log(f"claim backlog: queueing {backlog} posts (not timed)")
         body = json.dumps({"text": "queued"}).encode()
-        errors = []
 
         def client(number, clients=8):
             connection = run.KeptAlive(first)
             try:
                 for _ in range(number, backlog, clients):
                     connection.request("POST", "/v1/posts", body)
-            except Exception as error:  # reported below
-                errors.append(error)
             finally:
                 connection.close()
 
-        threads = [threading.Thread(target=client, args=(number,), daemon=True) for number in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=limit)
-        if errors or any(thread.is_alive() for thread in threads):
-            raise RuntimeError(f"queueing the backlog failed: {errors[:1] or 'out of time'}")
+        run.in_threads(client, 8, limit, "queueing the backlog")
         for number in range(2, replicas + 1):
             others.append(serve(binary, f"backlog-{number}", database, "--workers", str(workers), "--replica-id", f"backlog-{number}"))
             run.KEYS[others[-1].port] = run.KEYS[first.port]

@@ -618,6 +618,27 @@ def small_png(index):
     return head + bytes([index % 251]) * (PUBLISH_MEDIA_BYTES - len(head))
 
 
+def in_threads(work, clients, limit, what):
+    """`work(number)` in `clients` threads at once, each joined within `limit` seconds; raises with the first error (or
+    when time ran out), naming `what`."""
+    errors = []
+
+    def thread_body(number):
+        try:
+            work(number)
+        except Exception as error:  # reported below, in the caller's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=thread_body, args=(number,), daemon=True) for number in range(clients)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + limit
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    if errors or any(thread.is_alive() for thread in threads):
+        raise RuntimeError(f"{what} failed: {errors[:1] or 'out of time'}")
+
+
 def upload_small(server, count, clients=PUBLISH_CLIENTS):
     """`count` small PNGs, posted by `clients` threads (not timed): their ids, in order."""
     ids = [None] * count

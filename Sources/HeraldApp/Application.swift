@@ -86,6 +86,7 @@ public struct Application: Sendable {
             changes: storage.changes,
             configuration: RunnerConfiguration(
                 workers: configuration.workers,
+                tenantCap: configuration.tenantConcurrency > 0 ? configuration.tenantConcurrency : nil,
                 uploadConcurrency: configuration.uploadConcurrency,
                 uploadAttempts: configuration.uploadAttempts,
                 uploadTimeout: .seconds(configuration.uploadTimeout),

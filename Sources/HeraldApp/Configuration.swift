@@ -34,6 +34,8 @@ public struct HeraldConfiguration: Sendable {
     /// The key an `s3://` store signs with (from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`).
     public var storeCredentials: SigV4Signer.Credentials?
     public var workers: Int
+    /// At most this many jobs of one tenant run at once, over every replica; 0: no cap.
+    public var tenantConcurrency: Int
     public var uploadConcurrency: Int
     public var uploadAttempts: Int
     /// Seconds one upload attempt may take.
@@ -97,6 +99,7 @@ public struct HeraldConfiguration: Sendable {
         publicBaseURL: String? = nil,
         storeCredentials: SigV4Signer.Credentials? = nil,
         workers: Int = 8,
+        tenantConcurrency: Int = 0,
         uploadConcurrency: Int = 4,
         uploadAttempts: Int = 3,
         uploadTimeout: Int = 60,
@@ -139,6 +142,7 @@ public struct HeraldConfiguration: Sendable {
         self.publicBaseURL = publicBaseURL
         self.storeCredentials = storeCredentials
         self.workers = workers
+        self.tenantConcurrency = tenantConcurrency
         self.uploadConcurrency = uploadConcurrency
         self.uploadAttempts = uploadAttempts
         self.uploadTimeout = uploadTimeout

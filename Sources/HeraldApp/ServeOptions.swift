@@ -138,6 +138,9 @@ extension HeraldConfiguration {
                 """),
         .optionalText("public-base-url", \.publicBaseURL, help: "Base URL for media URLs instead of the store's own."),
         .integer("workers", \.workers, minimum: 1, help: "Jobs running at once."),
+        .integer(
+            "tenant-concurrency", \.tenantConcurrency, minimum: 0,
+            help: "Most jobs of one tenant running at once, over every replica; 0: no cap (tenants still take turns)."),
         .integer("upload-concurrency", \.uploadConcurrency, minimum: 1, help: "Uploads at once within one job."),
         .integer("upload-attempts", \.uploadAttempts, minimum: 1, help: "Tries per upload for transient errors."),
         .integer("upload-timeout", \.uploadTimeout, minimum: 1, help: "Seconds per upload attempt."),

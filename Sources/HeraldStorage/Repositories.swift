@@ -63,15 +63,20 @@ public protocol JobRepository: Sendable {
     func list(tenant: Tenant, state: JobState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Job>
     /// How many jobs are running, queued and scheduled (for `/v1/queue` and metrics).
     func counts() async throws -> (running: Int, queued: Int, scheduled: Int)
+    /// The `limit` tenants with the most queued jobs (then running ones, then by name), with their counts (for
+    /// metrics: bounded however many tenants there are).
+    func busiestTenants(limit: Int) async throws -> [TenantJobCounts]
     /// Cancels a queued or scheduled job at once; asks a running one to stop.
     func requestCancel(id: JobID, tenant: Tenant, now: Timestamp) async throws -> CancelRequest
     /// Scheduled jobs whose `run_at <= now` become queued, and so do their posts. Returns how many.
     func promoteDue(now: Timestamp) async throws -> Int
     /// The earliest `run_at` among scheduled jobs (for the runner's timer), nil if none.
     func nextScheduledRunAt() async throws -> Timestamp?
-    /// Claims up to `limit` due queued jobs in claim order (priority, `run_at`, creation, id), leased to `runner` until
-    /// `leaseUntil`, in one transaction.
-    func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob]
+    /// Claims up to `limit` due queued jobs, leased to `runner` until `leaseUntil`, in one transaction, in fair-share
+    /// order: by priority, then by turn between tenants (a tenant's n-th due job, counting its jobs running on any
+    /// replica first, goes with the other tenants' n-th), then by due time, age and id; with `tenantCap`, no more than
+    /// that many of one tenant's jobs run at once, over every runner (exactly: two claims never both pass it).
+    func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp, tenantCap: Int?) async throws -> [ClaimedJob]
     /// Extends the leases that still hold their jobs, in one statement (a replica renews all of its leases at once),
     /// and says which of those jobs a client asked to cancel: the backstop for a cancel whose notification was lost.
     /// A lease missing from the answer no longer holds its job (its runner must stop and not commit).
@@ -101,6 +106,11 @@ extension JobRepository {
     /// Claims the next due queued job in claim order, as ``claim(upTo:runner:leaseUntil:now:)`` does; nil if none is due.
     public func claim(runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> ClaimedJob? {
         try await claim(upTo: 1, runner: runner, leaseUntil: leaseUntil, now: now).first
+    }
+
+    /// Claims as ``claim(upTo:runner:leaseUntil:now:tenantCap:)`` does, with no cap per tenant.
+    public func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob] {
+        try await claim(upTo: limit, runner: runner, leaseUntil: leaseUntil, now: now, tenantCap: nil)
     }
 
     /// Extends one lease, as ``renewLeases(_:until:)`` does; false if it no longer holds the job.
@@ -421,6 +431,20 @@ public struct JobLease: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "\(jobID) held by \(runner), attempt \(attempt)" }
+}
+
+/// One tenant's queued and running jobs.
+public struct TenantJobCounts: Sendable, Equatable {
+    public var tenant: Tenant
+    public var queued: Int
+    public var running: Int
+
+    /// Creates a tenant's counts.
+    public init(tenant: Tenant, queued: Int, running: Int) {
+        self.tenant = tenant
+        self.queued = queued
+        self.running = running
+    }
 }
 
 /// What one renewal of a runner's leases found.

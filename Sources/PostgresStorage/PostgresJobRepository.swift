@@ -61,6 +61,20 @@ struct PostgresJobRepository: JobRepository {
         return (counts[.running] ?? 0, counts[.queued] ?? 0, counts[.scheduled] ?? 0)
     }
 
+    func busiestTenants(limit: Int) async throws -> [TenantJobCounts] {
+        try await storage.run(
+            """
+            SELECT tenant, count(*) FILTER (WHERE state = \(JobState.queued.rawValue)) AS queued,
+                count(*) FILTER (WHERE state = \(JobState.running.rawValue)) AS running
+            FROM jobs WHERE state = ANY(\([JobState.queued.rawValue, JobState.running.rawValue]))
+            GROUP BY tenant ORDER BY queued DESC, running DESC, tenant LIMIT \(limit)
+            """
+        ).map { row in
+            let (tenant, queued, running) = try row.decode((String, Int, Int).self)
+            return TenantJobCounts(tenant: Tenant(uncheckedName: tenant), queued: queued, running: running)
+        }
+    }
+
     // MARK: Cancelling
 
     func requestCancel(id: JobID, tenant: Tenant, now: Timestamp) async throws -> CancelRequest {
@@ -98,11 +112,22 @@ struct PostgresJobRepository: JobRepository {
         } ?? nil
     }
 
-    func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob] {
+    func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp, tenantCap: Int?) async throws -> [ClaimedJob] {
         guard limit > 0 else { return [] }
-        let claimed = try await storage.autocommit { transaction in
-            try await PostgresTransitions.claim(transaction, upTo: limit, runner: runner, leaseUntil: leaseUntil, now: now)
+        let claim: @Sendable (Transaction) async throws -> [(claimed: ClaimedJob, written: PostgresTransitions.WrittenJob)] = { transaction in
+            try await PostgresTransitions.claim(transaction, upTo: limit, runner: runner, leaseUntil: leaseUntil, now: now, tenantCap: tenantCap)
         }
+        // With a cap, claims take turns (every replica's): each counts the running jobs after the last one committed,
+        // so two cannot both pass it. Without one, a claim is its own transaction and skips what others hold.
+        let claimed =
+            if tenantCap != nil {
+                try await storage.write { transaction in
+                    try await transaction.run("SELECT pg_advisory_xact_lock(\(Self.claimLock))")
+                    return try await claim(transaction)
+                }
+            } else {
+                try await storage.autocommit(claim)
+            }
         // The clients' polls woken by the claim are answered with the jobs as claimed, without a read.
         for (_, written) in claimed { storage.feed.rememberPolled(written.job, tenant: written.tenant, version: written.version) }
         storage.liveUploads.hold(claimed.map(\.claimed.lease))
@@ -217,6 +242,9 @@ struct PostgresJobRepository: JobRepository {
     }
 
     // MARK: Implementation
+
+    /// The advisory lock capped claims take in turn: "CLAIM" in ASCII (the migrations' is "HERALD").
+    static let claimLock: Int64 = 0x43_4C41_494D
 
     /// The hot statement's name (``HotStatement``): the runner asks each time it waits.
     enum NextScheduled: HotStatementSite {}

@@ -154,32 +154,59 @@ enum PostgresTransitions {
         return moved.count
     }
 
-    /// Up to `limit` due queued jobs, in claim order, run leased to `runner` until `leaseUntil`, with their posts,
-    /// media and uploads moved as ``Transition/claim`` says, in ONE statement; their attempts count up; `started_at` is
-    /// set once. Jobs another transaction holds are skipped, not waited for: replicas claiming at once take different
-    /// jobs. Returns them in claim order with their new attempt and their media in order.
+    /// Up to `limit` due queued jobs, in fair-share order (``JobRepository/claim(upTo:runner:leaseUntil:now:tenantCap:)``),
+    /// at most `tenantCap` of a tenant's running, run leased to `runner` until `leaseUntil`, with their posts, media
+    /// and uploads moved as ``Transition/claim`` says, in ONE statement; their attempts count up; `started_at` is set
+    /// once. Jobs another transaction holds are skipped, not waited for: replicas claiming at once take different jobs
+    /// (the cap is exact only under ``claimLock``). Returns them in claim order with their new attempt and their media
+    /// in order.
     static func claim(
-        _ transaction: Transaction, upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp
+        _ transaction: Transaction, upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp, tenantCap: Int?
     ) async throws -> [(claimed: ClaimedJob, written: WrittenJob)] {
         let step = Transition.claim
         guard let mediaState = step.media, let uploads = step.uploads, uploads.from.isEmpty, uploads.to == .pending else {
             preconditionFailure("a claim moves the media, and starts every upload afresh")
         }
+        // The states as literals where the partial indexes must match (a bound value cannot prove their predicate).
         // MATERIALIZED: the LIMIT and the locks apply to the chosen rows once, before the update (a plan that
         // re-ran the subquery per row could update more rows than the LIMIT).
+        let queued = JobState.queued.rawValue
         let rows = try await transaction.rows(
             Claim.self,
             """
-            WITH due AS MATERIALIZED (
-                SELECT id FROM jobs WHERE state = \(JobState.queued.rawValue) AND run_at <= \(now)
-                ORDER BY priority, run_at, created_at, id
+            WITH RECURSIVE tenants AS (
+                -- The tenants with queued jobs, one index probe each (a skip scan of jobs_tenant_due).
+                (SELECT tenant FROM jobs WHERE state = '\(unescaped: queued)' ORDER BY tenant LIMIT 1)
+                UNION ALL
+                SELECT (SELECT jobs.tenant FROM jobs WHERE jobs.state = '\(unescaped: queued)' AND jobs.tenant > tenants.tenant
+                        ORDER BY jobs.tenant LIMIT 1)
+                FROM tenants WHERE tenants.tenant IS NOT NULL
+            ), running AS (
+                SELECT tenant, count(*) AS jobs FROM jobs WHERE state = '\(unescaped: JobState.running.rawValue)' GROUP BY tenant
+            ), turns AS (
+                -- A job's turn: its tenant's running jobs plus its rank among the tenant's due ones. One ranked past
+                -- `limit` has `limit` of its own tenant before it, so each tenant's first `limit` are enough.
+                SELECT first.*, coalesce(running.jobs, 0) + first.rank AS turn
+                FROM tenants
+                CROSS JOIN LATERAL (
+                    SELECT jobs.id, jobs.priority, jobs.run_at, jobs.created_at,
+                        row_number() OVER (ORDER BY jobs.priority, jobs.run_at, jobs.created_at, jobs.id) AS rank
+                    FROM jobs WHERE jobs.state = '\(unescaped: queued)' AND jobs.tenant = tenants.tenant AND jobs.run_at <= \(now)
+                    ORDER BY jobs.priority, jobs.run_at, jobs.created_at, jobs.id
+                    LIMIT \(limit)
+                ) AS first
+                LEFT JOIN running ON running.tenant = tenants.tenant
+            ), due AS MATERIALIZED (
+                SELECT jobs.id, turns.turn FROM turns JOIN jobs ON jobs.id = turns.id
+                WHERE jobs.state = '\(unescaped: queued)' AND (\(tenantCap)::bigint IS NULL OR turns.turn <= \(tenantCap)::bigint)
+                ORDER BY turns.priority, turns.turn, turns.run_at, turns.created_at, turns.id
                 LIMIT \(limit)
-                FOR UPDATE SKIP LOCKED
+                FOR UPDATE OF jobs SKIP LOCKED
             ), moved AS (
                 UPDATE jobs SET state = \(step.job.rawValue), version = version + 1, attempt = attempt + 1,
                     locked_by = \(runner), locked_until = \(leaseUntil), started_at = coalesce(started_at, \(now))
                 FROM due WHERE jobs.id = due.id
-                RETURNING \(unescaped: PostgresRows.qualifiedJobColumns), jobs.tenant AS job_tenant
+                RETURNING \(unescaped: PostgresRows.qualifiedJobColumns), jobs.tenant AS job_tenant, due.turn
             ), posts_moved AS (
                 UPDATE posts SET state = \(step.post.rawValue), published_at = NULL FROM moved WHERE posts.id = moved.post_id
             ), media_moved AS (
@@ -199,7 +226,7 @@ enum PostgresTransitions {
             SELECT moved.*, media_moved.id AS media_id, media_moved.staging_path, media_moved.size, media_moved.sha256,
                 media_moved.content_type, uploads_read.attempts AS upload_attempts
             FROM moved LEFT JOIN (uploads_read JOIN media_moved ON media_moved.id = uploads_read.media_id) ON uploads_read.job_id = moved.id
-            ORDER BY moved.priority, moved.run_at, moved.created_at, moved.id, media_moved.position, media_moved.id
+            ORDER BY moved.priority, moved.turn, moved.run_at, moved.created_at, moved.id, media_moved.position, media_moved.id
             """)
         return try PostgresRows.runs(rows, by: "id").map { group in
             let first = group[group.startIndex]

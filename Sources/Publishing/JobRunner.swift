@@ -9,6 +9,8 @@ import Synchronization
 public struct RunnerConfiguration: Sendable {
     /// Jobs running at once.
     public var workers: Int
+    /// Most jobs of one tenant running at once, over every runner; nil: no cap (tenants still take turns).
+    public var tenantCap: Int?
     /// Uploads at once within one job.
     public var uploadConcurrency: Int
     /// Tries per upload for transient errors.
@@ -47,6 +49,7 @@ public struct RunnerConfiguration: Sendable {
     /// has no option.
     public init(
         workers: Int,
+        tenantCap: Int? = nil,
         uploadConcurrency: Int,
         uploadAttempts: Int,
         uploadTimeout: Duration,
@@ -60,6 +63,7 @@ public struct RunnerConfiguration: Sendable {
         reclaimAtStart: StartReclaim = .none
     ) {
         self.workers = workers
+        self.tenantCap = tenantCap
         self.uploadConcurrency = uploadConcurrency
         self.uploadAttempts = uploadAttempts
         self.uploadTimeout = uploadTimeout
@@ -243,7 +247,7 @@ final class JobQueue: WorkQueue {
     }
 
     func claim(upTo limit: Int, inHand: Set<JobID>, now: Timestamp) async throws -> [ClaimedJob] {
-        try await jobs.claim(upTo: limit, runner: runnerID, leaseUntil: now.adding(configuration.lease), now: now)
+        try await jobs.claim(upTo: limit, runner: runnerID, leaseUntil: now.adding(configuration.lease), now: now, tenantCap: configuration.tenantCap)
     }
 
     func nextDue(inHand: Set<JobID>) async throws -> Timestamp? {

@@ -79,6 +79,20 @@ struct SQLiteJobRepository: JobRepository {
         }
     }
 
+    func busiestTenants(limit: Int) async throws -> [TenantJobCounts] {
+        try await storage.pool.read { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT tenant, sum(state = ?) AS queued, sum(state = ?) AS running FROM jobs WHERE state IN (?, ?)
+                        GROUP BY tenant ORDER BY queued DESC, running DESC, tenant LIMIT ?
+                        """
+                ),
+                arguments: [JobState.queued.rawValue, JobState.running.rawValue, JobState.queued.rawValue, JobState.running.rawValue, limit]
+            ).map { TenantJobCounts(tenant: Tenant(uncheckedName: $0["tenant"]), queued: $0["queued"], running: $0["running"]) }
+        }
+    }
+
     // MARK: Cancelling
 
     /// Cancels a queued or scheduled job at once (error code `cancelled`, post cancelled, uploads cancelled, media
@@ -127,20 +141,10 @@ struct SQLiteJobRepository: JobRepository {
 
     /// Claims up to `limit` due queued jobs in claim order, as ``claim(runner:leaseUntil:now:)`` claims one, in one
     /// transaction: a runner with several free workers waits for one commit, not one per job.
-    func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp) async throws -> [ClaimedJob] {
+    func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp, tenantCap: Int?) async throws -> [ClaimedJob] {
         guard limit > 0 else { return [] }
         return try await storage.write { db in
-            let rows = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT id, post_id, attempt FROM jobs
-                        WHERE state = ? AND run_at <= ?
-                        ORDER BY priority, run_at, created_at, id
-                        LIMIT ?
-                        """
-                ),
-                arguments: [JobState.queued.rawValue, now.rfc3339, limit]
-            )
+            let rows = try Self.fairShare(db, upTo: limit, tenantCap: tenantCap, now: now)
             return try rows.map { row in
                 let jobID: JobID = row["id"]
                 let postID: PostID = row["post_id"]
@@ -149,6 +153,78 @@ struct SQLiteJobRepository: JobRepository {
                     jobID: jobID, postID: postID, runner: runner, attempt: (row["attempt"] as Int) + 1, media: try Self.claimedMedia(db, jobID))
             }
         }
+    }
+
+    /// A due job as the claim orders it.
+    private struct Candidate {
+        let row: Row
+        /// Its tenant's running jobs plus its rank among the tenant's due ones.
+        let turn: Int
+
+        var tenant: String { row["tenant"] }
+        /// The claim's order: priority, turn, due time, age, id (times are fixed-width RFC 3339: their text sorts).
+        func precedes(_ other: Candidate) -> Bool {
+            let mine: (Int, Int, String, String, String) = (row["priority"], turn, row["run_at"], row["created_at"], row["id"])
+            let theirs: (Int, Int, String, String, String) = (
+                other.row["priority"], other.turn, other.row["run_at"], other.row["created_at"], other.row["id"]
+            )
+            return mine < theirs
+        }
+    }
+
+    /// The due jobs to claim, in fair-share order: each tenant's first due job (one index probe a tenant), then the best
+    /// of them taken one by one, its tenant's next due job standing in for it (one probe each). One writer at a time: the
+    /// running counts cannot move under the claim, so the cap is exact.
+    private static func fairShare(_ db: Database, upTo limit: Int, tenantCap: Int?, now: Timestamp) throws -> [Row] {
+        let queued = JobState.queued.rawValue
+        let columns = "jobs.id, jobs.post_id, jobs.attempt, jobs.tenant, jobs.priority, jobs.run_at, jobs.created_at"
+        let running = try Dictionary(
+            uniqueKeysWithValues: Row.fetchAll(
+                db.cachedStatement(sql: "SELECT tenant, count(*) AS jobs FROM jobs WHERE state = ? GROUP BY tenant"),
+                arguments: [JobState.running.rawValue]
+            ).map { ($0["tenant"] as String, $0["jobs"] as Int) })
+        // The partial index's predicate is written as a literal: a bound value could not prove it.
+        let heads = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    WITH RECURSIVE tenants(tenant) AS (
+                        SELECT (SELECT tenant FROM jobs INDEXED BY jobs_tenant_due WHERE state = '\(queued)' ORDER BY tenant LIMIT 1)
+                        UNION ALL
+                        SELECT (SELECT tenant FROM jobs INDEXED BY jobs_tenant_due WHERE state = '\(queued)' AND tenant > tenants.tenant
+                                ORDER BY tenant LIMIT 1)
+                        FROM tenants WHERE tenants.tenant IS NOT NULL
+                    )
+                    SELECT \(columns) FROM tenants JOIN jobs ON jobs.id = (
+                        SELECT due.id FROM jobs AS due INDEXED BY jobs_tenant_due
+                        WHERE due.state = '\(queued)' AND due.tenant = tenants.tenant AND due.run_at <= ?
+                        ORDER BY due.priority, due.run_at, due.created_at, due.id LIMIT 1)
+                    """),
+            arguments: [now.rfc3339])
+        let next = try db.cachedStatement(
+            sql: """
+                SELECT \(columns) FROM jobs INDEXED BY jobs_tenant_due
+                WHERE state = '\(queued)' AND tenant = ? AND run_at <= ? AND (priority, run_at, created_at, id) > (?, ?, ?, ?)
+                ORDER BY priority, run_at, created_at, id LIMIT 1
+                """)
+        var candidates = heads.map { Candidate(row: $0, turn: running[$0["tenant"], default: 0] + 1) }
+        if let tenantCap { candidates.removeAll { $0.turn > tenantCap } }
+        var chosen: [Row] = []
+        while chosen.count < limit, let best = candidates.indices.min(by: { candidates[$0].precedes(candidates[$1]) }) {
+            let taken = candidates[best]
+            chosen.append(taken.row)
+            let following = try Row.fetchOne(
+                next,
+                arguments: [
+                    taken.tenant, now.rfc3339, taken.row["priority"] as Int, taken.row["run_at"] as String, taken.row["created_at"] as String,
+                    taken.row["id"] as String,
+                ])
+            if let following, taken.turn < tenantCap ?? .max {
+                candidates[best] = Candidate(row: following, turn: taken.turn + 1)
+            } else {
+                candidates.remove(at: best)
+            }
+        }
+        return chosen
     }
 
     /// A claimed job's media in the post's order, with what an upload needs.

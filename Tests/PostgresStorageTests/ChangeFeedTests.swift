@@ -166,35 +166,6 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test("a job run again shows another replica its uploads afresh: pending, without the last run's error and bytes")
-    func aRunAgainIsFreshOnAnotherReplica() async throws {
-        let url = try await freshDatabase()
-        let a = try await PostgresStorage.open(url: url, logger: quiet)
-        let b = try await PostgresStorage.open(url: url, logger: quiet)
-        try await running(a) {
-            try await running(b) {
-                let mediaIDs = try await stage(sizes: [100, 100], on: a)
-                let creation = try await a.posts.create(
-                    PostRequest(text: "again", mediaIDs: mediaIDs), tenant: .default, idempotency: nil, now: .now())
-                guard case .created(let created) = creation else { throw PostgresTestError("expected a creation, got \(creation)") }
-                let id = created.job.id
-                let first = try #require(try await a.jobs.claim(runner: "a", leaseUntil: Timestamp.now().adding(milliseconds: 60_000), now: .now()))
-                a.jobs.updateUpload(jobID: id, mediaID: mediaIDs[1], state: .failed, attempts: 2, error: "timed out")
-                a.jobs.reportBytes(jobID: id, mediaID: mediaIDs[1], bytes: 40)
-                try await a.jobs.requeue(first.lease)
-                let requeued = try #require(try await b.jobs.find(id: id, tenant: .default))
-                #expect(requeued.uploads.map(\.error) == [nil, nil] && requeued.uploads.map(\.attempts) == [0, 2], "put back: pending again")
-                // Whatever a row holds when the job is claimed again (a put back leaves none of this), the run starts afresh.
-                try await a.run("UPDATE uploads SET error = 'stale', bytes_sent = 7 WHERE job_id = \(id) AND media_id = \(mediaIDs[0])")
-                _ = try #require(try await a.jobs.claim(runner: "a", leaseUntil: Timestamp.now().adding(milliseconds: 60_000), now: .now()))
-                let seen = try #require(try await b.jobs.find(id: id, tenant: .default))
-                #expect(seen.state == .running && seen.attempt == 2)
-                #expect(seen.uploads.map(\.state) == [.pending, .pending] && seen.uploads.map(\.error) == [nil, nil])
-                #expect(seen.uploads.map(\.bytesSent) == [0, 0] && seen.uploads.map(\.attempts) == [0, 2])
-            }
-        }
-    }
-
     @Test("a slow call and a cut listener are no outage: the call is answered, and the next calls too")
     func slowIsNotDown() async throws {
         let url = try await freshDatabase()

@@ -242,6 +242,89 @@ struct ConformanceTests {
         }
     }
 
+    @Test(
+        "fair share: within a priority tenants take turns, each one's running jobs counted; a higher priority goes first",
+        arguments: Backend.allCases)
+    func tenantsTakeTurns(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let (a, b, c) = (Tenant(uncheckedName: "a"), Tenant(uncheckedName: "b"), Tenant(uncheckedName: "c"))
+            var backlog: [JobID] = []
+            for index in 0..<5 {
+                backlog.append(try await fixture.create("a\(index)", tenant: a, at: At.at(1 + Double(index) / 10)).job.id)
+            }
+            let late = try await fixture.create("b", tenant: b, at: At.at(2)).job.id
+            // A's oldest and B's only job share the first turn: B's does not wait behind A's backlog.
+            let first = try await storage.jobs.claim(upTo: 2, runner: "r", leaseUntil: At.at(60), now: At.at(3))
+            #expect(first.map(\.jobID) == [backlog[0], late])
+            #expect(try await storage.jobs.claim(upTo: 1, runner: "r", leaseUntil: At.at(60), now: At.at(3)).map(\.jobID) == [backlog[1]])
+            // A runs two, B one: C's new job (its first turn) goes before A's third (A's third turn).
+            let newcomer = try await fixture.create("c", tenant: c, at: At.at(4)).job.id
+            #expect(try await storage.jobs.claim(upTo: 1, runner: "r", leaseUntil: At.at(60), now: At.at(5)).map(\.jobID) == [newcomer])
+            // A higher priority goes before every turn of a lower one; a tenant's own jobs keep their order.
+            let urgent = try await fixture.create("urgent", tenant: a, priority: .high, at: At.at(6)).job.id
+            let rest = try await storage.jobs.claim(upTo: 5, runner: "r", leaseUntil: At.at(60), now: At.at(7))
+            #expect(rest.map(\.jobID) == [urgent, backlog[2], backlog[3], backlog[4]])
+        }
+    }
+
+    @Test(
+        "a tenant cap: no more of a tenant's jobs run at once than it allows, even with claims made at once; others go on",
+        arguments: Backend.allCases)
+    func tenantCap(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let (a, b) = (Tenant(uncheckedName: "a"), Tenant(uncheckedName: "b"))
+            var backlog: [JobID] = []
+            for index in 0..<6 {
+                backlog.append(try await fixture.create("a\(index)", tenant: a, at: At.at(1 + Double(index) / 10)).job.id)
+            }
+            let other = try await fixture.create("b", tenant: b, at: At.at(2)).job.id
+            let first = try await storage.jobs.claim(upTo: 5, runner: "r", leaseUntil: At.at(60), now: At.at(3), tenantCap: 2)
+            #expect(first.map(\.jobID) == [backlog[0], other, backlog[1]])
+            #expect(try await storage.jobs.claim(upTo: 5, runner: "r", leaseUntil: At.at(60), now: At.at(3), tenantCap: 2).isEmpty)
+            // Eight claims at once, as eight replicas' would be, whose clocks differ: one job of A's is free to run. A
+            // claim at 5 s sees A's next normal job first; one at 8 s sees A's urgent job (due at 7 s) first; only one
+            // of them may run.
+            let done = first[0]
+            guard case .done = try await storage.jobs.commit(done.lease, objects: Fixture.objects(done), now: At.at(4)) else {
+                throw Unexpected("the commit was refused")
+            }
+            let urgent = try await fixture.create("urgent", tenant: a, priority: .high, scheduledAt: At.at(7), at: At.at(4)).job.id
+            #expect(try await storage.jobs.promoteDue(now: At.at(7)) == 1)
+            let racing = try await withThrowingTaskGroup(of: [ClaimedJob].self) { group in
+                for runner in 0..<8 {
+                    group.addTask {
+                        let now = runner % 2 == 0 ? At.at(5) : At.at(8)
+                        return try await storage.jobs.claim(upTo: 2, runner: "r\(runner)", leaseUntil: At.at(60), now: now, tenantCap: 2)
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(racing.count == 1 && [backlog[2], urgent].contains(racing.first?.jobID))
+            let running = try await storage.jobs.list(tenant: a, state: .running, limit: 10, after: nil).data
+            #expect(running.count == 2)
+        }
+    }
+
+    @Test("the tenants with the longest queues, then the most running, with their counts", arguments: Backend.allCases)
+    func busiestTenants(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let (a, b, c) = (Tenant(uncheckedName: "a"), Tenant(uncheckedName: "b"), Tenant(uncheckedName: "c"))
+            for index in 0..<3 { _ = try await fixture.create("a\(index)", tenant: a, at: At.at(1 + Double(index) / 10)) }
+            _ = try await fixture.create("b", tenant: b, at: At.at(2))
+            _ = try await fixture.create("c", tenant: c, at: At.at(3))
+            // Fair share: A's oldest and B's take the first turn.
+            #expect(try await storage.jobs.claim(upTo: 2, runner: "r", leaseUntil: At.at(60), now: At.at(4)).count == 2)
+            #expect(
+                try await storage.jobs.busiestTenants(limit: 2) == [
+                    TenantJobCounts(tenant: a, queued: 2, running: 1), TenantJobCounts(tenant: c, queued: 1, running: 0),
+                ])
+            #expect(try await storage.jobs.busiestTenants(limit: 5).map(\.tenant) == [a, c, b])
+        }
+    }
+
     @Test("a runner that lost its lease changes nothing of the job (fencing); the new holder finishes it", arguments: Backend.allCases)
     func fencing(_ backend: Backend) async throws {
         try await backend.withStorage { storage in
