@@ -69,7 +69,7 @@ public struct PostDraft: Codable, Sendable, Equatable {
 
     /// Every problem with the draft that can be found without the database, in field order.
     ///
-    /// Checks: text longer than `maxTextLength` characters; neither text nor media; more than
+    /// Checks: text longer than `maxTextLength` characters or holding U+0000; neither text nor media; more than
     /// `maxMediaPerPost` ids; each repeated id (pointing at the repeat, e.g. `/media_ids/3`); a
     /// `scheduled_at` that is not an RFC 3339 date-time; a priority other than low, normal, high.
     /// Unknown and already-attached media ids need the database: ``MediaRule`` says how those read.
@@ -85,6 +85,10 @@ public struct PostDraft: Codable, Sendable, Equatable {
             issues.append(
                 ValidationIssue(pointer: "/text", detail: "The text must be at most \(maxTextLength) characters; it has \(length).")
             )
+        }
+        if text.unicodeScalars.contains("\u{0}") {
+            // No database text holds it (PostgreSQL refuses it), and no reader would see it.
+            issues.append(ValidationIssue(pointer: "/text", detail: "The text must not contain U+0000 (NUL)."))
         }
         if mediaIDs.isEmpty && text.allSatisfy(\.isWhitespace) {
             // Pointer "" (the whole request): the problem is the combination, not one member.

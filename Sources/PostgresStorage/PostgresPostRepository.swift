@@ -14,10 +14,10 @@ struct PostgresPostRepository: PostRepository {
     func create(
         _ request: PostRequest, tenant: Tenant, newMedia: [NewMedia], idempotency: IdempotencyRecord?, now: Timestamp
     ) async throws -> PostCreation {
-        // The usual post (listed media, no key) goes in one statement with the others asked for meanwhile, its own
+        // The usual post (listed media whose ids Herald could have made, no key) goes in one statement with the others asked for meanwhile, its own
         // transaction (``PostgresStorage/creations``); one it could not create, or a failed statement, sends it the
         // long way, which says why.
-        if newMedia.isEmpty, idempotency == nil {
+        if newMedia.isEmpty, idempotency == nil, request.mediaIDs.allSatisfy({ Identifier.isValid($0.rawValue) }) {
             let post = PostgresTransitions.NewPost(
                 postID: PostID.generate(at: now), jobID: JobID.generate(at: now), tenant: tenant, request: request, now: now)
             let created = try? await storage.creations.submit(post) { posts in
@@ -238,10 +238,13 @@ struct PostgresPostRepository: PostRepository {
     private static func mediaIssues(
         _ transaction: Transaction, _ ids: [(index: Int, id: String)], tenant: Tenant, lock: Bool
     ) async throws -> [ValidationIssue] {
-        guard !ids.isEmpty else { return [] }
+        // Only an id Herald could have made is looked for (the others are unknown): PostgreSQL's text refuses some of
+        // what a client may send (a NUL).
+        let possible = ids.map(\.id).filter(Identifier.isValid)
+        guard !possible.isEmpty else { return MediaRule.issues(ids) { _ in .unknown } }
         let rows = try await transaction.rows(
             """
-            SELECT id, post_id IS NOT NULL AS attached FROM media WHERE id = ANY(\(ids.map(\.id))) AND tenant = \(tenant.rawValue)
+            SELECT id, post_id IS NOT NULL AS attached FROM media WHERE id = ANY(\(possible)) AND tenant = \(tenant.rawValue)
             \(unescaped: lock ? "ORDER BY id FOR UPDATE" : "")
             """)
         var attached: [String: Bool] = [:]

@@ -50,6 +50,22 @@ struct PostgresHeraldTests {
         }
     }
 
+    @Test("text PostgreSQL cannot hold (a NUL) is a 422 naming the field, never a 500; a NUL in a media id is an unknown id")
+    func aNulIsRefusedNotA500() async throws {
+        let database = try await postgresDatabase()
+        try await withHerald(configure: { $0.database = database }) { base, _, _ in
+            let medium = try await uploadMedia(base)
+            let text = try await createPost(base, ["text": "a\u{0}b"])
+            #expect(text.status == .unprocessableEntity && "\(text.json)".contains("/text"))
+            let ids = try await createPost(base, ["text": "ok", "media_ids": ["a\u{0}b", medium]])
+            #expect(ids.status == .unprocessableEntity && "\(ids.json)".contains("/media_ids/0"))
+            let described = try await exchange(.POST, "\(base)/v1/media?description=a%00b", contentType: "image/png", body: pngBytes)
+            #expect(described.status == .unprocessableEntity && "\(described.json)".contains("/description"))
+            // Nothing was taken: the medium is still free for a post.
+            #expect(try await createPost(base, ["text": "ok", "media_ids": [medium]]).status == .accepted)
+        }
+    }
+
     @Test("a bad --database is refused at start with a reason that never shows the password")
     func badDatabase() async throws {
         await #expect {

@@ -60,14 +60,22 @@ struct MediaRoutes {
         return .json(media, status: .created, headerFields: [.location: "/v1/media/\(id)"])
     }
 
-    /// 422 for a description over the limit, counted in Unicode code points (as JSON Schema's `maxLength` counts).
+    /// 422 for a description over the limit, counted in Unicode code points (as JSON Schema's `maxLength` counts), or
+    /// holding U+0000 (no database text holds it).
     private static func checkDescription(_ description: String?) throws {
-        guard let description, description.unicodeScalars.count > maxDescriptionLength else { return }
-        throw HTTPError(
-            .unprocessableContent,
-            detail: "the description is too long",
-            errors: [.init(pointer: "/description", detail: "at most \(maxDescriptionLength) characters (Unicode code points)")]
-        )
+        guard let description else { return }
+        if description.unicodeScalars.count > maxDescriptionLength {
+            throw HTTPError(
+                .unprocessableContent,
+                detail: "the description is too long",
+                errors: [.init(pointer: "/description", detail: "at most \(maxDescriptionLength) characters (Unicode code points)")]
+            )
+        }
+        if description.unicodeScalars.contains("\u{0}") {
+            throw HTTPError(
+                .unprocessableContent, detail: "the description holds a NUL",
+                errors: [.init(pointer: "/description", detail: "must not contain U+0000 (NUL)")])
+        }
     }
 
     /// A form with one `file` part (its own `Content-Type` names the media type) and an optional `description`.
