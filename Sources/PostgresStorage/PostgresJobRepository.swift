@@ -20,11 +20,10 @@ struct PostgresJobRepository: JobRepository {
     }
 
     func snapshot(id: JobID, tenant: Tenant) async throws -> JobSnapshot? {
-        // A long poll woken by a change this replica committed finds the job as committed (see commit).
-        if let polled = storage.feed.polled(id: id, tenant: tenant) { return storage.uploadProgress.snapshot(polled.job, version: polled.version) }
-        guard let read = try await storage.autocommit({ try await PostgresRows.job($0, id: id, tenant: tenant) }) else { return nil }
-        storage.feed.rememberPolled(read.job, tenant: tenant, version: read.version)
-        return storage.uploadProgress.snapshot(read.job, version: read.version)
+        // A stream woken by a change this replica wrote finds the job as written (see create, claim, commit).
+        try await PostgresJobStatusReader(storage: storage).current(id: id, tenant: tenant).map {
+            storage.uploadProgress.snapshot($0.job, version: $0.version)
+        }
     }
 
     func activeSnapshots(tenant: Tenant) async throws -> [JobSnapshot] {

@@ -53,8 +53,20 @@ struct PostgresJobStatusReader: JobStatusReader {
 
     /// The same job through the pool, for a task (a long poll): no thread waits on the database.
     func read(id: JobID, tenant: Tenant) async throws -> Job? {
-        if let job = remembered(id: id, tenant: tenant) { return job }
-        return try await storage.autocommit { try await PostgresRows.job($0, id: id, tenant: tenant) }.map { remembering($0, tenant: tenant) }
+        try await current(id: id, tenant: tenant).map { read in
+            var job = read.job
+            storage.uploadProgress.apply(to: &job)
+            return job
+        }
+    }
+
+    /// The job and its version as the polls' memory has them, else read through the pool and remembered (a long poll's
+    /// read and an event stream's snapshot).
+    func current(id: JobID, tenant: Tenant) async throws -> (job: Job, version: Int)? {
+        if let polled = storage.feed.polled(id: id, tenant: tenant) { return polled }
+        guard let read = try await storage.autocommit({ try await PostgresRows.job($0, id: id, tenant: tenant) }) else { return nil }
+        storage.feed.rememberPolled(read.job, tenant: tenant, version: read.version)
+        return read
     }
 
     /// The job from the polls' memory, with its uploads' live progress.

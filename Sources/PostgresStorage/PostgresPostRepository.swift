@@ -14,9 +14,9 @@ struct PostgresPostRepository: PostRepository {
     func create(
         _ request: PostRequest, tenant: Tenant, newMedia: [NewMedia], idempotency: IdempotencyRecord?, now: Timestamp
     ) async throws -> PostCreation {
-        // The usual post (listed media whose ids Herald could have made, no key) goes in one statement with the others asked for meanwhile, its own
-        // transaction (``PostgresStorage/creations``); one it could not create, or a failed statement, sends it the
-        // long way, which says why.
+        // The usual post (listed media whose ids Herald could have made, no key) goes in one statement with the others
+        // asked for meanwhile, its own transaction (``PostgresStorage/creations``); one it could not create, or a failed
+        // statement, sends it the long way, which says why.
         if newMedia.isEmpty, idempotency == nil, request.mediaIDs.allSatisfy({ Identifier.isValid($0.rawValue) }) {
             let post = PostgresTransitions.NewPost(
                 postID: PostID.generate(at: now), jobID: JobID.generate(at: now), tenant: tenant, request: request, now: now)

@@ -155,20 +155,26 @@ struct SQLiteJobRepository: JobRepository {
         }
     }
 
-    /// A due job as the claim orders it.
+    /// A due job as the claim orders it, its sort columns read once.
     private struct Candidate {
         let row: Row
         /// Its tenant's running jobs plus its rank among the tenant's due ones.
         let turn: Int
+        let tenant: String
+        let priority: Int
+        let runAt: String
+        let createdAt: String
+        let id: String
 
-        var tenant: String { row["tenant"] }
+        init(row: Row, turn: Int) {
+            self.row = row
+            self.turn = turn
+            (tenant, priority, runAt, createdAt, id) = (row["tenant"], row["priority"], row["run_at"], row["created_at"], row["id"])
+        }
+
         /// The claim's order: priority, turn, due time, age, id (times are fixed-width RFC 3339: their text sorts).
         func precedes(_ other: Candidate) -> Bool {
-            let mine: (Int, Int, String, String, String) = (row["priority"], turn, row["run_at"], row["created_at"], row["id"])
-            let theirs: (Int, Int, String, String, String) = (
-                other.row["priority"], other.turn, other.row["run_at"], other.row["created_at"], other.row["id"]
-            )
-            return mine < theirs
+            (priority, turn, runAt, createdAt, id) < (other.priority, other.turn, other.runAt, other.createdAt, other.id)
         }
     }
 
@@ -213,11 +219,7 @@ struct SQLiteJobRepository: JobRepository {
             let taken = candidates[best]
             chosen.append(taken.row)
             let following = try Row.fetchOne(
-                next,
-                arguments: [
-                    taken.tenant, now.rfc3339, taken.row["priority"] as Int, taken.row["run_at"] as String, taken.row["created_at"] as String,
-                    taken.row["id"] as String,
-                ])
+                next, arguments: [taken.tenant, now.rfc3339, taken.priority, taken.runAt, taken.createdAt, taken.id])
             if let following, taken.turn < tenantCap ?? .max {
                 candidates[best] = Candidate(row: following, turn: taken.turn + 1)
             } else {

@@ -17,6 +17,16 @@ func running<T: Sendable>(_ storage: PostgresStorage, _ body: () async throws ->
     }
 }
 
+/// Two replicas' storages on one new database, running (pools and listeners) while `body` runs.
+func withTwoReplicas(_ body: (PostgresStorage, PostgresStorage) async throws -> Void) async throws {
+    let url = try await freshDatabase()
+    let a = try await PostgresStorage.open(url: url, logger: quiet)
+    let b = try await PostgresStorage.open(url: url, logger: quiet)
+    try await running(a) {
+        try await running(b) { try await body(a, b) }
+    }
+}
+
 /// A new database on the tests' shared PostgreSQL.
 func freshDatabase() async throws -> DatabaseURL {
     let server = try await PostgresServer.shared()
@@ -80,37 +90,32 @@ struct ChangeFeedTests {
 
     @Test("a status poll is answered from memory while its job has not moved, and read again once a change is heard")
     func pollsFromMemory() async throws {
-        let url = try await freshDatabase()
-        let a = try await PostgresStorage.open(url: url, logger: quiet)
-        let b = try await PostgresStorage.open(url: url, logger: quiet)
-        try await running(a) {
-            try await running(b) {
-                // Hearing every change first (bounded: the listener connects within a second or two).
-                for _ in 0..<100 where !a.feed.isListening {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                let creation = try await a.posts.create(PostRequest(text: "polled", mediaIDs: []), tenant: .default, idempotency: nil, now: .now())
-                guard case .created(let created) = creation else { throw PostgresTestError("expected a creation, got \(creation)") }
-                let id = created.job.id
-                let reader = try a.statusReader(connections: 1)
-                let read = try reader.job(id: id, tenant: .default)
-                #expect(read?.state == .queued)
-                let before = a.feed.polledAnswers
-                #expect(try reader.job(id: id, tenant: .default) == read)
-                #expect(a.feed.polledAnswers == before + 1)
-                // Another tenant's poll of the id is no hit.
-                #expect(try reader.job(id: id, tenant: try #require(Tenant(rawValue: "other"))) == nil)
-
-                // Cancelled through B: once A hears it, A's poll reads the job again and shows it.
-                var heard = a.changes.subscribe().makeAsyncIterator()
-                _ = try await b.jobs.requestCancel(id: id, tenant: .default, now: .now())
-                let cancelled = await next(&heard, of: id) { $0.state == .cancelled }
-                #expect(cancelled != nil)
-                #expect(try reader.job(id: id, tenant: .default)?.state == .cancelled)
-                #expect(a.feed.polledAnswers == before + 1)
-                #expect(try reader.job(id: id, tenant: .default)?.state == .cancelled)
-                #expect(a.feed.polledAnswers == before + 2)
+        try await withTwoReplicas { a, b in
+            // Hearing every change first (bounded: the listener connects within a second or two).
+            for _ in 0..<100 where !a.feed.isListening {
+                try await Task.sleep(for: .milliseconds(50))
             }
+            let creation = try await a.posts.create(PostRequest(text: "polled", mediaIDs: []), tenant: .default, idempotency: nil, now: .now())
+            guard case .created(let created) = creation else { throw PostgresTestError("expected a creation, got \(creation)") }
+            let id = created.job.id
+            let reader = try a.statusReader(connections: 1)
+            let read = try reader.job(id: id, tenant: .default)
+            #expect(read?.state == .queued)
+            let before = a.feed.polledAnswers
+            #expect(try reader.job(id: id, tenant: .default) == read)
+            #expect(a.feed.polledAnswers == before + 1)
+            // Another tenant's poll of the id is no hit.
+            #expect(try reader.job(id: id, tenant: try #require(Tenant(rawValue: "other"))) == nil)
+
+            // Cancelled through B: once A hears it, A's poll reads the job again and shows it.
+            var heard = a.changes.subscribe().makeAsyncIterator()
+            _ = try await b.jobs.requestCancel(id: id, tenant: .default, now: .now())
+            let cancelled = await next(&heard, of: id) { $0.state == .cancelled }
+            #expect(cancelled != nil)
+            #expect(try reader.job(id: id, tenant: .default)?.state == .cancelled)
+            #expect(a.feed.polledAnswers == before + 1)
+            #expect(try reader.job(id: id, tenant: .default)?.state == .cancelled)
+            #expect(a.feed.polledAnswers == before + 2)
         }
     }
 
@@ -118,51 +123,46 @@ struct ChangeFeedTests {
         "a job this replica creates, claims or commits answers the next long poll from memory, as a read would; another tenant's or another replica's read it"
     )
     func writtenJobAnswersFromMemory() async throws {
-        let url = try await freshDatabase()
-        let a = try await PostgresStorage.open(url: url, logger: quiet)
-        let b = try await PostgresStorage.open(url: url, logger: quiet)
-        try await running(a) {
-            try await running(b) {
-                for _ in 0..<100 where !(a.feed.isListening && b.feed.isListening) {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                let mediaIDs = try await stage(sizes: [100, 200], on: a)
-                let creation = try await a.posts.create(
-                    PostRequest(text: "written", mediaIDs: mediaIDs), tenant: .default, idempotency: nil, now: .now())
-                guard case .created(let created) = creation else { throw PostgresTestError("expected a creation, got \(creation)") }
-                var heard = b.changes.subscribe().makeAsyncIterator()
-                // Each answer from memory is the job as the database has it then (`find` always reads).
-                var before = a.feed.polledAnswers
-                #expect(try await a.jobs.snapshot(id: created.job.id, tenant: .default)?.job == a.jobs.find(id: created.job.id, tenant: .default))
-                #expect(a.feed.polledAnswers == before + 1, "the created job answered without a read")
-
-                let claimed = try #require(try await a.jobs.claim(runner: "a", leaseUntil: Timestamp.now().adding(milliseconds: 60_000), now: .now()))
-                before = a.feed.polledAnswers
-                let running = try #require(try await a.jobs.snapshot(id: created.job.id, tenant: .default))
-                #expect(running.job.state == .running && running.job.uploads.map(\.size) == [100, 200])
-                #expect(running.job == (try await a.jobs.find(id: created.job.id, tenant: .default)))
-                #expect(a.feed.polledAnswers == before + 1, "the claimed job answered without a read")
-                // A long poll's read (through the pool) is answered the same way.
-                #expect(try await a.statusReader(connections: 1).read(id: created.job.id, tenant: .default) == running.job)
-                #expect(a.feed.polledAnswers == before + 2)
-
-                let objects = Dictionary(uniqueKeysWithValues: mediaIDs.map { ($0, StoredObject(key: "k/\($0)", url: "https://cdn.example/\($0)")) })
-                guard case .done(let done) = try await a.jobs.commit(claimed.lease, objects: objects, now: .now()) else {
-                    throw PostgresTestError("the commit was refused")
-                }
-                before = a.feed.polledAnswers
-                let snapshot = try #require(try await a.jobs.snapshot(id: created.job.id, tenant: .default))
-                #expect(snapshot.job == done && snapshot.job.state == .succeeded)
-                #expect(a.feed.polledAnswers == before + 1, "answered without a read")
-                #expect(try await a.jobs.snapshot(id: created.job.id, tenant: try #require(Tenant(rawValue: "other"))) == nil)
-                // B did not commit it: B reads it (and then remembers it).
-                _ = await next(&heard, of: created.job.id) { $0.state == .succeeded }
-                let readByB = b.feed.polledAnswers
-                #expect(try await b.jobs.snapshot(id: created.job.id, tenant: .default)?.job == done)
-                #expect(b.feed.polledAnswers == readByB)
-                #expect(try await b.jobs.snapshot(id: created.job.id, tenant: .default)?.job == done)
-                #expect(b.feed.polledAnswers == readByB + 1)
+        try await withTwoReplicas { a, b in
+            for _ in 0..<100 where !(a.feed.isListening && b.feed.isListening) {
+                try await Task.sleep(for: .milliseconds(50))
             }
+            let mediaIDs = try await stage(sizes: [100, 200], on: a)
+            let creation = try await a.posts.create(
+                PostRequest(text: "written", mediaIDs: mediaIDs), tenant: .default, idempotency: nil, now: .now())
+            guard case .created(let created) = creation else { throw PostgresTestError("expected a creation, got \(creation)") }
+            var heard = b.changes.subscribe().makeAsyncIterator()
+            // Each answer from memory is the job as the database has it then (`find` always reads).
+            var before = a.feed.polledAnswers
+            #expect(try await a.jobs.snapshot(id: created.job.id, tenant: .default)?.job == a.jobs.find(id: created.job.id, tenant: .default))
+            #expect(a.feed.polledAnswers == before + 1, "the created job answered without a read")
+
+            let claimed = try #require(try await a.jobs.claim(runner: "a", leaseUntil: Timestamp.now().adding(milliseconds: 60_000), now: .now()))
+            before = a.feed.polledAnswers
+            let running = try #require(try await a.jobs.snapshot(id: created.job.id, tenant: .default))
+            #expect(running.job.state == .running && running.job.uploads.map(\.size) == [100, 200])
+            #expect(running.job == (try await a.jobs.find(id: created.job.id, tenant: .default)))
+            #expect(a.feed.polledAnswers == before + 1, "the claimed job answered without a read")
+            // A long poll's read (through the pool) is answered the same way.
+            #expect(try await a.statusReader(connections: 1).read(id: created.job.id, tenant: .default) == running.job)
+            #expect(a.feed.polledAnswers == before + 2)
+
+            let objects = Dictionary(uniqueKeysWithValues: mediaIDs.map { ($0, StoredObject(key: "k/\($0)", url: "https://cdn.example/\($0)")) })
+            guard case .done(let done) = try await a.jobs.commit(claimed.lease, objects: objects, now: .now()) else {
+                throw PostgresTestError("the commit was refused")
+            }
+            before = a.feed.polledAnswers
+            let snapshot = try #require(try await a.jobs.snapshot(id: created.job.id, tenant: .default))
+            #expect(snapshot.job == done && snapshot.job.state == .succeeded)
+            #expect(a.feed.polledAnswers == before + 1, "answered without a read")
+            #expect(try await a.jobs.snapshot(id: created.job.id, tenant: try #require(Tenant(rawValue: "other"))) == nil)
+            // B did not commit it: B reads it (and then remembers it).
+            _ = await next(&heard, of: created.job.id) { $0.state == .succeeded }
+            let readByB = b.feed.polledAnswers
+            #expect(try await b.jobs.snapshot(id: created.job.id, tenant: .default)?.job == done)
+            #expect(b.feed.polledAnswers == readByB)
+            #expect(try await b.jobs.snapshot(id: created.job.id, tenant: .default)?.job == done)
+            #expect(b.feed.polledAnswers == readByB + 1)
         }
     }
 

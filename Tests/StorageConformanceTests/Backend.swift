@@ -84,6 +84,15 @@ struct Fixture {
         return created
     }
 
+    /// `count` text posts of `tenant`, made a tenth of a second apart from 1 s on: their jobs' ids, oldest first.
+    func backlog(_ count: Int, tenant: Tenant) async throws -> [JobID] {
+        var jobs: [JobID] = []
+        for index in 0..<count {
+            jobs.append(try await create("\(tenant)\(index)", tenant: tenant, at: Fixture.at(1 + Double(index) / 10)).job.id)
+        }
+        return jobs
+    }
+
     /// Claims exactly one job for `runner`.
     func claim(_ runner: String = "a", leaseUntil: Timestamp = Fixture.at(60), at now: Timestamp = Fixture.at(2)) async throws -> ClaimedJob {
         guard let claimed = try await storage.jobs.claim(runner: runner, leaseUntil: leaseUntil, now: now) else {

@@ -249,10 +249,7 @@ struct ConformanceTests {
         try await backend.withStorage { storage in
             let fixture = Fixture(storage: storage)
             let (a, b, c) = (Tenant(uncheckedName: "a"), Tenant(uncheckedName: "b"), Tenant(uncheckedName: "c"))
-            var backlog: [JobID] = []
-            for index in 0..<5 {
-                backlog.append(try await fixture.create("a\(index)", tenant: a, at: At.at(1 + Double(index) / 10)).job.id)
-            }
+            let backlog = try await fixture.backlog(5, tenant: a)
             let late = try await fixture.create("b", tenant: b, at: At.at(2)).job.id
             // A's oldest and B's only job share the first turn: B's does not wait behind A's backlog.
             let first = try await storage.jobs.claim(upTo: 2, runner: "r", leaseUntil: At.at(60), now: At.at(3))
@@ -275,10 +272,7 @@ struct ConformanceTests {
         try await backend.withStorage { storage in
             let fixture = Fixture(storage: storage)
             let (a, b) = (Tenant(uncheckedName: "a"), Tenant(uncheckedName: "b"))
-            var backlog: [JobID] = []
-            for index in 0..<6 {
-                backlog.append(try await fixture.create("a\(index)", tenant: a, at: At.at(1 + Double(index) / 10)).job.id)
-            }
+            let backlog = try await fixture.backlog(6, tenant: a)
             let other = try await fixture.create("b", tenant: b, at: At.at(2)).job.id
             let first = try await storage.jobs.claim(upTo: 5, runner: "r", leaseUntil: At.at(60), now: At.at(3), tenantCap: 2)
             #expect(first.map(\.jobID) == [backlog[0], other, backlog[1]])
@@ -312,7 +306,7 @@ struct ConformanceTests {
         try await backend.withStorage { storage in
             let fixture = Fixture(storage: storage)
             let (a, b, c) = (Tenant(uncheckedName: "a"), Tenant(uncheckedName: "b"), Tenant(uncheckedName: "c"))
-            for index in 0..<3 { _ = try await fixture.create("a\(index)", tenant: a, at: At.at(1 + Double(index) / 10)) }
+            _ = try await fixture.backlog(3, tenant: a)
             _ = try await fixture.create("b", tenant: b, at: At.at(2))
             _ = try await fixture.create("c", tenant: c, at: At.at(3))
             // Fair share: A's oldest and B's take the first turn.
