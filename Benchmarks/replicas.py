@@ -4,7 +4,7 @@ P7) and a claim backlog over three replicas.
 
     python3 Benchmarks/replicas.py [--herald BIN] [--rounds 3] [--seconds 5] [--posts 200] [--backlog 10000]
                                    [--cancels 100] [--only poll|publish|backlog|cancel|events]
-                                   (`make bench-replicas`: a release build first; writes Benchmarks/out/replicas.md)
+                                   (`make bench-replicas`: a release build first; writes Benchmarks/out/replicas.md and, without --only, its part of BENCHMARKS.md)
 
 PostgreSQL 15 runs durable, as users run it (fsync and synchronous_commit on: Tests/Support/postgres_server.py
 --durable), on loopback, on this same 2-core machine. Both Heralds run their defaults otherwise (the file store under
@@ -370,6 +370,8 @@ def main():
     text = report(args, poll, published, backlog, cancels, events)
     with open(os.path.join(run.OUT, "replicas.md"), "w") as file:
         file.write(text + "\n")
+    if not args.only:
+        run.write_section("replicas", text)
     print(text)
 
 

@@ -924,6 +924,26 @@ def image(rounds):
 # MARK: Report
 
 
+def sections(text):
+    """The parts of a report that another script wrote (``write_section``), in order: {name: the part, markers included}."""
+    found = {}
+    for match in re.finditer(r"<!-- begin (\S+) -->\n.*?<!-- end \1 -->\n", text, re.S):
+        found[match.group(1)] = match.group(0)
+    return found
+
+
+def write_section(name, text, path=os.path.join(ROOT, "BENCHMARKS.md")):
+    """Puts `text` into the report at `path` as the part `name` (replacing the last one of that name, else at the end),
+    so that `make bench-replicas` and `make bench-fair` keep their figures in BENCHMARKS.md beside `make bench`'s."""
+    text = re.sub(r"^(#+) ", r"#\1 ", text.rstrip(), flags=re.M)  # its headings one level down: a part of the report
+    part = f"<!-- begin {name} -->\n{text}\n<!-- end {name} -->\n"
+    report = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    old = sections(report).get(name)
+    report = report.replace(old, part) if old else report.rstrip("\n") + "\n\n" + part
+    with open(path, "w") as file:
+        file.write(report)
+
+
 def machine():
     model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "unknown CPU")
     memory = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal")) / 1024 / 1024
@@ -1217,6 +1237,10 @@ def main():
     published = publish_path(binaries, args.rounds, args.publish_posts) if "publish" in only else None
     built = image(args.rounds) if "image" in only else None
     text = report(args, poll, posts, parallel, cancels, rss, ingested, published, built)
+    # The parts other scripts wrote (make bench-replicas, bench-fair) stay, until they write them again.
+    if os.path.exists(args.output):
+        for part in sections(open(args.output).read()).values():
+            text += "\n" + part
     notes = os.path.join(BENCH, "notes.md")  # what profiling found, kept by hand next to the numbers
     if os.path.exists(notes):
         text += "\n" + open(notes).read()

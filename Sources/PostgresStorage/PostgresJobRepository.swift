@@ -106,8 +106,11 @@ struct PostgresJobRepository: JobRepository {
 
     func nextScheduledRunAt() async throws -> Timestamp? {
         try await storage.autocommit { transaction in
-            try await transaction.rows(NextScheduled.self, "SELECT min(run_at) AS next FROM jobs WHERE state = \(JobState.scheduled.rawValue)")
-                .first?("next", as: Timestamp?.self)
+            // The state as a literal: the partial index jobs_scheduled answers it (a bound value cannot prove its predicate).
+            try await transaction.rows(
+                NextScheduled.self, "SELECT min(run_at) AS next FROM jobs WHERE state = '\(unescaped: JobState.scheduled.rawValue)'"
+            )
+            .first?("next", as: Timestamp?.self)
         } ?? nil
     }
 
@@ -162,7 +165,7 @@ struct PostgresJobRepository: JobRepository {
         try await storage.write { transaction in
             let expired: [JobID] = try await transaction.rows(
                 """
-                SELECT id FROM jobs WHERE state = \(JobState.running.rawValue) AND locked_until <= \(now)
+                SELECT id FROM jobs WHERE state = '\(unescaped: JobState.running.rawValue)' AND locked_until <= \(now)
                 ORDER BY id FOR UPDATE SKIP LOCKED
                 """
             ).map { try $0("id") }
@@ -174,7 +177,7 @@ struct PostgresJobRepository: JobRepository {
         try await storage.write { transaction in
             let held: [JobID] = try await transaction.rows(
                 """
-                SELECT id FROM jobs WHERE state = \(JobState.running.rawValue) AND (\(runner)::text IS NULL OR locked_by = \(runner))
+                SELECT id FROM jobs WHERE state = '\(unescaped: JobState.running.rawValue)' AND (\(runner)::text IS NULL OR locked_by = \(runner))
                 ORDER BY id FOR UPDATE
                 """
             ).map { try $0("id") }

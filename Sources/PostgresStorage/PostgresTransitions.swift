@@ -147,7 +147,7 @@ enum PostgresTransitions {
         let moved = try await transaction.changeJobs(
             """
             UPDATE jobs SET state = \(Transition.promote.job.rawValue), version = version + 1
-            WHERE id IN (SELECT id FROM jobs WHERE state = \(JobState.scheduled.rawValue) AND run_at <= \(now) FOR UPDATE SKIP LOCKED)
+            WHERE id IN (SELECT id FROM jobs WHERE state = '\(unescaped: JobState.scheduled.rawValue)' AND run_at <= \(now) FOR UPDATE SKIP LOCKED)
             RETURNING \(unescaped: Transaction.changed), post_id
             """)
         try await follow(transaction, .promote, moved)
@@ -174,28 +174,48 @@ enum PostgresTransitions {
         let rows = try await transaction.rows(
             Claim.self,
             """
-            WITH RECURSIVE tenants AS (
-                -- The tenants with queued jobs, one index probe each (a skip scan of jobs_tenant_due).
-                (SELECT tenant FROM jobs WHERE state = '\(unescaped: queued)' ORDER BY tenant LIMIT 1)
+            WITH RECURSIVE queued AS (
+                -- Each tenant's first queued job, one index probe each (a skip scan of jobs_tenant_due).
+                (SELECT tenant, priority, run_at, created_at, id FROM jobs WHERE state = '\(unescaped: queued)'
+                 ORDER BY tenant, priority, run_at, created_at, id LIMIT 1)
                 UNION ALL
-                SELECT (SELECT jobs.tenant FROM jobs WHERE jobs.state = '\(unescaped: queued)' AND jobs.tenant > tenants.tenant
-                        ORDER BY jobs.tenant LIMIT 1)
-                FROM tenants WHERE tenants.tenant IS NOT NULL
-            ), running AS (
+                SELECT following.* FROM queued CROSS JOIN LATERAL (
+                    SELECT tenant, priority, run_at, created_at, id FROM jobs
+                    WHERE state = '\(unescaped: queued)' AND tenant > queued.tenant
+                    ORDER BY tenant, priority, run_at, created_at, id LIMIT 1
+                ) AS following
+            ), heads AS (
+                -- Each tenant's first due job: its first queued one, unless that is not due yet (a clock gone back).
+                SELECT tenant, priority, run_at, created_at, id FROM queued WHERE run_at <= \(now)
+                UNION ALL
+                SELECT due.* FROM queued CROSS JOIN LATERAL (
+                    SELECT tenant, priority, run_at, created_at, id FROM jobs
+                    WHERE state = '\(unescaped: queued)' AND tenant = queued.tenant AND run_at <= \(now)
+                    ORDER BY priority, run_at, created_at, id LIMIT 1
+                ) AS due
+                WHERE queued.run_at > \(now)
+            ), running AS MATERIALIZED (
                 SELECT tenant, count(*) AS jobs FROM jobs WHERE state = '\(unescaped: JobState.running.rawValue)' GROUP BY tenant
-            ), turns AS (
+            ), chosen AS MATERIALIZED (
+                -- The tenants whose first due job is among the `limit` best first jobs (their turn: the tenant's running
+                -- jobs plus one): any other tenant has every job behind `limit` better ones.
+                SELECT heads.tenant, coalesce(running.jobs, 0) AS running
+                FROM heads LEFT JOIN running ON running.tenant = heads.tenant
+                WHERE \(tenantCap)::bigint IS NULL OR coalesce(running.jobs, 0) < \(tenantCap)::bigint
+                ORDER BY heads.priority, coalesce(running.jobs, 0), heads.run_at, heads.created_at, heads.id
+                LIMIT \(limit)
+            ), turns AS MATERIALIZED (
                 -- A job's turn: its tenant's running jobs plus its rank among the tenant's due ones. One ranked past
                 -- `limit` has `limit` of its own tenant before it, so each tenant's first `limit` are enough.
-                SELECT first.*, coalesce(running.jobs, 0) + first.rank AS turn
-                FROM tenants
+                SELECT first.*, chosen.running + first.rank AS turn
+                FROM chosen
                 CROSS JOIN LATERAL (
                     SELECT jobs.id, jobs.priority, jobs.run_at, jobs.created_at,
                         row_number() OVER (ORDER BY jobs.priority, jobs.run_at, jobs.created_at, jobs.id) AS rank
-                    FROM jobs WHERE jobs.state = '\(unescaped: queued)' AND jobs.tenant = tenants.tenant AND jobs.run_at <= \(now)
+                    FROM jobs WHERE jobs.state = '\(unescaped: queued)' AND jobs.tenant = chosen.tenant AND jobs.run_at <= \(now)
                     ORDER BY jobs.priority, jobs.run_at, jobs.created_at, jobs.id
                     LIMIT \(limit)
                 ) AS first
-                LEFT JOIN running ON running.tenant = tenants.tenant
             ), due AS MATERIALIZED (
                 SELECT jobs.id, turns.turn FROM turns JOIN jobs ON jobs.id = turns.id
                 WHERE jobs.state = '\(unescaped: queued)' AND (\(tenantCap)::bigint IS NULL OR turns.turn <= \(tenantCap)::bigint)

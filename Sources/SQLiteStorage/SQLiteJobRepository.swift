@@ -66,16 +66,15 @@ struct SQLiteJobRepository: JobRepository {
     /// How many jobs are running, queued and scheduled (for `/v1/queue` and metrics).
     func counts() async throws -> (running: Int, queued: Int, scheduled: Int) {
         try await storage.pool.read { db in
-            let rows = try Row.fetchAll(
+            // Each state a literal, so that its partial index counts it (a bound value could not prove the predicate).
+            let row = try Row.fetchOne(
                 db.cachedStatement(
-                    sql:
-                        "SELECT state, COUNT(*) AS count FROM jobs WHERE state IN (\(databaseQuestionMarks(count: JobState.active.count))) GROUP BY state"
-                ),
-                arguments: StatementArguments(JobState.active.map(\.rawValue))
-            )
-            var counts: [JobState: Int] = [:]
-            for row in rows { JobState(rawValue: row["state"]).map { counts[$0] = row["count"] } }
-            return (counts[.running] ?? 0, counts[.queued] ?? 0, counts[.scheduled] ?? 0)
+                    sql: """
+                        SELECT (SELECT count(*) FROM jobs INDEXED BY jobs_leases WHERE state = '\(JobState.running.rawValue)'),
+                            (SELECT count(*) FROM jobs INDEXED BY jobs_tenant_due WHERE state = '\(JobState.queued.rawValue)'),
+                            (SELECT count(*) FROM jobs INDEXED BY jobs_scheduled WHERE state = '\(JobState.scheduled.rawValue)')
+                        """))
+            return row.map { ($0[0], $0[1], $0[2]) } ?? (0, 0, 0)
         }
     }
 
@@ -84,11 +83,14 @@ struct SQLiteJobRepository: JobRepository {
             try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT tenant, sum(state = ?) AS queued, sum(state = ?) AS running FROM jobs WHERE state IN (?, ?)
+                        SELECT tenant, sum(queued) AS queued, sum(running) AS running FROM (
+                            SELECT tenant, count(*) AS queued, 0 AS running FROM jobs INDEXED BY jobs_tenant_due WHERE state = '\(JobState.queued.rawValue)' GROUP BY tenant
+                            UNION ALL
+                            SELECT tenant, 0, count(*) FROM jobs INDEXED BY jobs_leases WHERE state = '\(JobState.running.rawValue)' GROUP BY tenant)
                         GROUP BY tenant ORDER BY queued DESC, running DESC, tenant LIMIT ?
                         """
                 ),
-                arguments: [JobState.queued.rawValue, JobState.running.rawValue, JobState.queued.rawValue, JobState.running.rawValue, limit]
+                arguments: [limit]
             ).map { TenantJobCounts(tenant: Tenant(uncheckedName: $0["tenant"]), queued: $0["queued"], running: $0["running"]) }
         }
     }
@@ -132,9 +134,8 @@ struct SQLiteJobRepository: JobRepository {
     func nextScheduledRunAt() async throws -> Timestamp? {
         try await storage.pool.read { db in
             let text = try String.fetchOne(
-                db.cachedStatement(sql: "SELECT run_at FROM jobs WHERE state = ? ORDER BY run_at LIMIT 1"),
-                arguments: [JobState.scheduled.rawValue]
-            )
+                db.cachedStatement(
+                    sql: "SELECT run_at FROM jobs INDEXED BY jobs_scheduled WHERE state = '\(JobState.scheduled.rawValue)' ORDER BY run_at LIMIT 1"))
             return text.flatMap { Timestamp(rfc3339: $0) }
         }
     }
@@ -144,32 +145,33 @@ struct SQLiteJobRepository: JobRepository {
     func claim(upTo limit: Int, runner: String, leaseUntil: Timestamp, now: Timestamp, tenantCap: Int?) async throws -> [ClaimedJob] {
         guard limit > 0 else { return [] }
         return try await storage.write { db in
-            let rows = try Self.fairShare(db, upTo: limit, tenantCap: tenantCap, now: now)
-            return try rows.map { row in
-                let jobID: JobID = row["id"]
-                let postID: PostID = row["post_id"]
+            let chosen = try Self.fairShare(db, upTo: limit, tenantCap: tenantCap, now: now)
+            let claimed = try db.cachedStatement(sql: "SELECT post_id, attempt FROM jobs WHERE id = ?")
+            return try chosen.map { candidate in
+                let jobID = JobID(rawValue: candidate.id)
+                guard let row = try Row.fetchOne(claimed, arguments: [candidate.id]) else { throw UnreadableRow(table: "jobs", id: candidate.id) }
+                let postID: PostID = row[0]
                 try Transitions.claim(db, jobID: jobID, postID: postID, runner: runner, leaseUntil: leaseUntil, now: now)
                 return ClaimedJob(
-                    jobID: jobID, postID: postID, runner: runner, attempt: (row["attempt"] as Int) + 1, media: try Self.claimedMedia(db, jobID))
+                    jobID: jobID, postID: postID, runner: runner, attempt: (row[1] as Int) + 1, media: try Self.claimedMedia(db, jobID))
             }
         }
     }
 
-    /// A due job as the claim orders it, its sort columns read once.
+    /// A due job as the claim orders it.
     private struct Candidate {
-        let row: Row
-        /// Its tenant's running jobs plus its rank among the tenant's due ones.
-        let turn: Int
+        let id: String
         let tenant: String
         let priority: Int
         let runAt: String
         let createdAt: String
-        let id: String
+        /// Its tenant's running jobs plus its rank among the tenant's due ones (1 for the first).
+        let turn: Int
 
+        /// Reads the columns `id, tenant, priority, run_at, created_at`, in that order (by index: a name is looked up).
         init(row: Row, turn: Int) {
-            self.row = row
+            (id, tenant, priority, runAt, createdAt) = (row[0], row[1], row[2], row[3], row[4])
             self.turn = turn
-            (tenant, priority, runAt, createdAt, id) = (row["tenant"], row["priority"], row["run_at"], row["created_at"], row["id"])
         }
 
         /// The claim's order: priority, turn, due time, age, id (times are fixed-width RFC 3339: their text sorts).
@@ -178,50 +180,52 @@ struct SQLiteJobRepository: JobRepository {
         }
     }
 
-    /// The due jobs to claim, in fair-share order: each tenant's first due job (one index probe a tenant), then the best
-    /// of them taken one by one, its tenant's next due job standing in for it (one probe each). One writer at a time: the
+    /// The due jobs to claim, in fair-share order: the tenants' first jobs (`queue_heads`, kept by triggers with each
+    /// tenant's running jobs) read in the claim's order from its index until `limit` are due, then the best of them
+    /// taken one by one, its tenant's next due job standing in for it (one index search each). A tenant whose first job
+    /// is not among those `limit` has every job behind `limit` better ones, so it gets none. One writer at a time: the
     /// running counts cannot move under the claim, so the cap is exact.
-    private static func fairShare(_ db: Database, upTo limit: Int, tenantCap: Int?, now: Timestamp) throws -> [Row] {
-        let queued = JobState.queued.rawValue
-        let columns = "jobs.id, jobs.post_id, jobs.attempt, jobs.tenant, jobs.priority, jobs.run_at, jobs.created_at"
-        let running = try Dictionary(
-            uniqueKeysWithValues: Row.fetchAll(
-                db.cachedStatement(sql: "SELECT tenant, count(*) AS jobs FROM jobs WHERE state = ? GROUP BY tenant"),
-                arguments: [JobState.running.rawValue]
-            ).map { ($0["tenant"] as String, $0["jobs"] as Int) })
+    private static func fairShare(_ db: Database, upTo limit: Int, tenantCap: Int?, now: Timestamp) throws -> [Candidate] {
+        let cap = tenantCap ?? .max
+        let due = now.rfc3339
+        let heads = try db.cachedStatement(
+            sql: """
+                SELECT job_id, tenant, priority, run_at, created_at, running FROM queue_heads INDEXED BY queue_heads_turn
+                WHERE running < ? ORDER BY priority, running, run_at, created_at, job_id
+                """)
         // The partial index's predicate is written as a literal: a bound value could not prove it.
-        let heads = try Row.fetchAll(
-            db.cachedStatement(
-                sql: """
-                    WITH RECURSIVE tenants(tenant) AS (
-                        SELECT (SELECT tenant FROM jobs INDEXED BY jobs_tenant_due WHERE state = '\(queued)' ORDER BY tenant LIMIT 1)
-                        UNION ALL
-                        SELECT (SELECT tenant FROM jobs INDEXED BY jobs_tenant_due WHERE state = '\(queued)' AND tenant > tenants.tenant
-                                ORDER BY tenant LIMIT 1)
-                        FROM tenants WHERE tenants.tenant IS NOT NULL
-                    )
-                    SELECT \(columns) FROM tenants JOIN jobs ON jobs.id = (
-                        SELECT due.id FROM jobs AS due INDEXED BY jobs_tenant_due
-                        WHERE due.state = '\(queued)' AND due.tenant = tenants.tenant AND due.run_at <= ?
-                        ORDER BY due.priority, due.run_at, due.created_at, due.id LIMIT 1)
-                    """),
-            arguments: [now.rfc3339])
         let next = try db.cachedStatement(
             sql: """
-                SELECT \(columns) FROM jobs INDEXED BY jobs_tenant_due
-                WHERE state = '\(queued)' AND tenant = ? AND run_at <= ? AND (priority, run_at, created_at, id) > (?, ?, ?, ?)
+                SELECT id, tenant, priority, run_at, created_at FROM jobs INDEXED BY jobs_tenant_due
+                WHERE state = '\(JobState.queued.rawValue)' AND tenant = ? AND run_at <= ?
+                    AND (priority, run_at, created_at, id) > (?, ?, ?, ?)
                 ORDER BY priority, run_at, created_at, id LIMIT 1
                 """)
-        var candidates = heads.map { Candidate(row: $0, turn: running[$0["tenant"], default: 0] + 1) }
-        if let tenantCap { candidates.removeAll { $0.turn > tenantCap } }
-        var chosen: [Row] = []
+        /// The tenant's first due job after `job` in its order, as its `turn`.
+        func following(_ job: Candidate, turn: Int) throws -> Candidate? {
+            try Row.fetchOne(next, arguments: [job.tenant, due, job.priority, job.runAt, job.createdAt, job.id])
+                .map { Candidate(row: $0, turn: turn) }
+        }
+        var candidates: [Candidate] = []
+        var dueHeads = 0
+        let rows = try Row.fetchCursor(heads, arguments: [cap])
+        while dueHeads < limit, let row = try rows.next() {
+            let head = Candidate(row: row, turn: (row[5] as Int) + 1)
+            if head.runAt <= due {
+                candidates.append(head)
+                dueHeads += 1
+            } else if let first = try following(head, turn: head.turn) {
+                // A first job not due yet (the clock went back): the tenant's first due one stands in for it. It comes
+                // later in the order than its head, so the heads after `limit` due ones cannot beat them either.
+                candidates.append(first)
+            }
+        }
+        var chosen: [Candidate] = []
         while chosen.count < limit, let best = candidates.indices.min(by: { candidates[$0].precedes(candidates[$1]) }) {
             let taken = candidates[best]
-            chosen.append(taken.row)
-            let following = try Row.fetchOne(
-                next, arguments: [taken.tenant, now.rfc3339, taken.priority, taken.runAt, taken.createdAt, taken.id])
-            if let following, taken.turn < tenantCap ?? .max {
-                candidates[best] = Candidate(row: following, turn: taken.turn + 1)
+            chosen.append(taken)
+            if taken.turn < cap, let next = try following(taken, turn: taken.turn + 1) {
+                candidates[best] = next
             } else {
                 candidates.remove(at: best)
             }
@@ -290,23 +294,26 @@ struct SQLiteJobRepository: JobRepository {
     }
 
     private func reclaim(leaseEndedBy now: Timestamp?, heldBy runner: String? = nil) async throws -> [JobID] {
-        try await storage.write { db in
+        // The state as a literal: the partial index jobs_leases answers it (a bound value could not prove its predicate;
+        // without statistics the planner would rather walk every job in id order than sort the few running ones).
+        let running = JobState.running.rawValue
+        return try await storage.write { db in
             let rows =
                 if let now {
                     try Row.fetchAll(
-                        db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? AND locked_until <= ? ORDER BY id"),
-                        arguments: [JobState.running.rawValue, now.rfc3339]
+                        db.cachedStatement(
+                            sql: "SELECT id, post_id FROM jobs INDEXED BY jobs_leases WHERE state = '\(running)' AND locked_until <= ? ORDER BY id"),
+                        arguments: [now.rfc3339]
                     )
                 } else if let runner {
                     try Row.fetchAll(
-                        db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? AND locked_by = ? ORDER BY id"),
-                        arguments: [JobState.running.rawValue, runner]
+                        db.cachedStatement(
+                            sql: "SELECT id, post_id FROM jobs INDEXED BY jobs_leases WHERE state = '\(running)' AND locked_by = ? ORDER BY id"),
+                        arguments: [runner]
                     )
                 } else {
                     try Row.fetchAll(
-                        db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? ORDER BY id"),
-                        arguments: [JobState.running.rawValue]
-                    )
+                        db.cachedStatement(sql: "SELECT id, post_id FROM jobs INDEXED BY jobs_leases WHERE state = '\(running)' ORDER BY id"))
                 }
             for row in rows {
                 try Transitions.putBack(db, jobID: row["id"], postID: row["post_id"], clearCancel: false)

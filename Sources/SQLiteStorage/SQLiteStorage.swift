@@ -207,6 +207,28 @@ extension SQLiteStorage {
                 let parent: String = row[2]
                 problems.append("foreign_key_check: \(table) row \(rowid.map(String.init) ?? "?") names a missing \(parent) row")
             }
+            // The claim trusts queue_heads (kept by triggers) to hold each tenant's first queued job and running jobs.
+            let heads = try Row.fetchAll(
+                db,
+                sql: """
+                    WITH first AS (
+                        SELECT tenant, id, (SELECT count(*) FROM jobs AS r WHERE r.state = 'running' AND r.tenant = ranked.tenant) AS running
+                        FROM (
+                            SELECT tenant, id, row_number() OVER (PARTITION BY tenant ORDER BY priority, run_at, created_at, id) AS rank
+                            FROM jobs WHERE state = 'queued') AS ranked
+                        WHERE rank = 1)
+                    SELECT coalesce(first.tenant, queue_heads.tenant) AS tenant, queue_heads.job_id AS head, first.id AS first,
+                        queue_heads.running AS counted, first.running AS running
+                    FROM first FULL JOIN queue_heads ON queue_heads.tenant = first.tenant
+                    WHERE queue_heads.job_id IS NOT first.id OR queue_heads.running IS NOT first.running
+                    """)
+            for row in heads {
+                let (tenant, head, first, counted, running): (String, String?, String?, Int?, Int?) =
+                    (row["tenant"], row["head"], row["first"], row["counted"], row["running"])
+                problems.append(
+                    "queue_heads: tenant \(tenant) has \(head ?? "no head") (\(counted.map(String.init) ?? "-") running) where its first "
+                        + "queued job is \(first ?? "none") (\(running.map(String.init) ?? "-") running)")
+            }
             return problems
         }
     }

@@ -48,8 +48,13 @@ enum Transitions {
     /// Scheduled jobs whose `run_at <= now` become queued, with their posts. Returns how many.
     static func promoteDue(_ db: Database, now: Timestamp) throws -> Int {
         let due = try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT id, post_id FROM jobs WHERE state = ? AND run_at <= ? ORDER BY id"),
-            arguments: [JobState.scheduled.rawValue, now.rfc3339]
+            // The state as a literal: the partial index jobs_scheduled answers it (a bound value cannot prove its predicate).
+            db.cachedStatement(
+                sql: """
+                    SELECT id, post_id FROM jobs INDEXED BY jobs_scheduled
+                    WHERE state = '\(JobState.scheduled.rawValue)' AND run_at <= ? ORDER BY id
+                    """),
+            arguments: [now.rfc3339]
         )
         for row in due {
             try move(db, .promote, jobID: row["id"], postID: row["post_id"])

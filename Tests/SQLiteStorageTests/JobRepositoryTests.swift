@@ -120,6 +120,68 @@ struct JobRepositoryTests {
         }
     }
 
+    @Test("queue_heads holds each tenant's first queued job and running jobs through creation, claims, cancels, put-backs and ends")
+    func queueHeads() async throws {
+        try await withRepositoryFixture { fixture in
+            func create(_ tenant: String, _ priority: Priority = .normal, at seconds: Double) async throws -> PostAndJob {
+                let request = PostRequest(text: tenant, mediaIDs: [], scheduledAt: nil, priority: priority)
+                guard
+                    case .created(let created) = try await fixture.posts.create(
+                        request, tenant: Tenant(rawValue: tenant)!, idempotency: nil, now: At.at(seconds))
+                else { throw FixtureError(message: "expected a created post") }
+                return created
+            }
+            func heads() async throws -> [String: String] {
+                try await fixture.storage.pool.read { db in
+                    try Dictionary(uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT tenant, job_id FROM queue_heads").map { ($0[0], $0[1]) })
+                }
+            }
+            func running(_ tenant: String) async throws -> Int? {
+                try await fixture.int("SELECT running FROM queue_heads WHERE tenant = ?", [tenant])
+            }
+            let a1 = try await create("a", at: 1)
+            let a2 = try await create("a", at: 2)
+            let b1 = try await create("b", .low, at: 0)
+            #expect(try await heads() == ["a": a1.job.id.rawValue, "b": b1.job.id.rawValue])
+            // A higher priority comes first, whatever its age.
+            let a3 = try await create("a", .high, at: 3)
+            #expect(try await heads()["a"] == a3.job.id.rawValue)
+            // Claimed: the next one heads.
+            #expect(try await fixture.jobs.claim(runner: "r", leaseUntil: At.at(60), now: At.at(4))?.jobID == a3.job.id)
+            #expect(try await heads()["a"] == a1.job.id.rawValue)
+            #expect(try await running("a") == 1)
+            #expect(try await running("b") == 0)
+            // Cancelled: a head gives way, another queued job changes nothing.
+            _ = try await fixture.jobs.requestCancel(id: a2.job.id, tenant: Tenant(rawValue: "a")!, now: At.at(5))
+            #expect(try await heads()["a"] == a1.job.id.rawValue)
+            _ = try await fixture.jobs.requestCancel(id: a1.job.id, tenant: Tenant(rawValue: "a")!, now: At.at(5))
+            #expect(try await heads() == ["b": b1.job.id.rawValue])
+            // A tenant with a running job and none queued: its next queued job's row counts the running one.
+            let a4 = try await create("a", .low, at: 6)
+            #expect(try await heads()["a"] == a4.job.id.rawValue)
+            #expect(try await running("a") == 1)
+            // Put back: a3 heads its tenant again, running none.
+            #expect(try await fixture.jobs.reclaimRunning(heldBy: "r") == [a3.job.id])
+            #expect(try await heads() == ["a": a3.job.id.rawValue, "b": b1.job.id.rawValue])
+            #expect(try await running("a") == 0)
+            // Run and finished: the count goes back down.
+            let b = try #require(try await fixture.jobs.claim(runner: "r", leaseUntil: At.at(60), now: At.at(7)))
+            #expect(b.jobID == a3.job.id)
+            #expect(try await running("a") == 1)
+            _ = try await fixture.jobs.fail(
+                JobLease(jobID: b.jobID, runner: "r", attempt: b.attempt), error: Job.Failure(code: .internal, message: "x"), now: At.at(8))
+            #expect(try await running("a") == 0)
+            #expect(try await fixture.storage.integrityProblems() == [])
+
+            // A table that drifted is reported by the check (`herald check`).
+            try await fixture.storage.pool.write { db in try db.execute(sql: "DELETE FROM queue_heads WHERE tenant = 'b'") }
+            #expect(
+                try await fixture.storage.integrityProblems() == [
+                    "queue_heads: tenant b has no head (- running) where its first queued job is \(b1.job.id.rawValue) (0 running)"
+                ])
+        }
+    }
+
     @Test("a runner with free workers claims up to that many jobs at once, in claim order, each with its own media")
     func claimSeveral() async throws {
         try await withRepositoryFixture { fixture in

@@ -190,11 +190,18 @@ struct StorageTests {
 
     /// The hot queries the API needs, each of which must be served by an index without sorting.
     static let plannedQueries: [PlannedQuery] = [
+        // The claim: the tenants' first jobs in its order, then a tenant's next due job.
         PlannedQuery(
-            "SELECT id FROM jobs WHERE state = 'queued' AND run_at <= ? ORDER BY priority, run_at, created_at, id LIMIT 1",
-            index: "jobs_claim"
+            "SELECT job_id FROM queue_heads WHERE running < ? ORDER BY priority, running, run_at, created_at, job_id", index: "queue_heads_turn"),
+        PlannedQuery(
+            """
+            SELECT id FROM jobs WHERE state = 'queued' AND tenant = ? AND run_at <= ? AND (priority, run_at, created_at, id) > (?, ?, ?, ?)
+            ORDER BY priority, run_at, created_at, id LIMIT 1
+            """,
+            index: "jobs_tenant_due"
         ),
-        PlannedQuery("SELECT id FROM jobs WHERE state = 'scheduled' AND run_at <= ?", index: "jobs_claim"),
+        PlannedQuery("SELECT id FROM jobs WHERE state = 'scheduled' AND run_at <= ?", index: "jobs_scheduled"),
+        PlannedQuery("SELECT id FROM jobs WHERE state = 'running' AND locked_until <= ?", index: "jobs_leases"),
         PlannedQuery(
             "SELECT * FROM posts WHERE tenant = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 20", index: "posts_list"),
         PlannedQuery(
