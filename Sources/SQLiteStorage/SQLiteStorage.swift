@@ -139,7 +139,7 @@ public struct SQLiteStorage: Storage {
     }
 
     /// One migration per embedded SQL file, in file-name order; GRDB records which ones ran in `grdb_migrations`.
-    private static var migrator: DatabaseMigrator {
+    static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         for file in EmbeddedMigrations.files {
             let sql = file.contents

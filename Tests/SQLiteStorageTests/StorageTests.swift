@@ -9,7 +9,7 @@ import Testing
 
 @Suite("Storage")
 struct StorageTests {
-    static let tables = ["media", "posts", "jobs", "uploads", "idempotency_keys"]
+    static let tables = ["media", "posts", "jobs", "uploads", "idempotency_keys", "queue_heads"]
 
     // MARK: Opening and migrating
 
@@ -68,6 +68,46 @@ struct StorageTests {
             #expect(!logs.messages.contains("applied migration"))
             let ids = try await storage.pool.read { db in try String.fetchAll(db, sql: "SELECT id FROM media") }
             #expect(ids == ["m1"])
+        }
+    }
+
+    @Test("migration 0011 fills queue_heads from the jobs already queued and running")
+    func queueHeadsBackfill() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/herald.sqlite"
+            do {
+                let queue = try DatabaseQueue(path: path)
+                try SQLiteStorage.migrator.migrate(queue, upTo: "0010_fair_share")
+                try await queue.write { db in
+                    for (post, job, tenant, postState, jobState, priority, created) in [
+                        ("p1", "j1", "a", "queued", "queued", 1, "10:00:01"), ("p2", "j2", "a", "queued", "queued", 0, "10:00:02"),
+                        ("p3", "j3", "b", "publishing", "running", 1, "10:00:00"), ("p4", "j4", "b", "queued", "queued", 1, "10:00:03"),
+                    ] {
+                        let time = "2026-11-22T\(created).000Z"
+                        let lease = jobState == "running" ? ("r", "2026-11-22T11:00:00.000Z") : nil
+                        try db.execute(
+                            sql: """
+                                INSERT INTO posts (id, text, state, priority, created_at, job_id, tenant) VALUES (?, 'x', ?, 'normal', ?, ?, ?);
+                                INSERT INTO jobs (id, post_id, state, priority, run_at, created_at, tenant, locked_by, locked_until, started_at)
+                                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+                                """,
+                            arguments: [
+                                post, postState, time, job, tenant, job, post, jobState, priority, time, time, tenant, lease?.0, lease?.1,
+                                lease == nil ? nil : time,
+                            ])
+                    }
+                }
+                try queue.close()
+            }
+            let storage = try SQLiteStorage.open(directory: directory, logger: LogRecorder().logger)
+            defer { try? storage.close() }
+            let heads = try await storage.pool.read { db in
+                try Row.fetchAll(db, sql: "SELECT tenant, job_id, running FROM queue_heads ORDER BY tenant").map {
+                    "\($0[0] as String) \($0[1] as String) \($0[2] as Int)"
+                }
+            }
+            #expect(heads == ["a j2 0", "b j4 1"])
+            #expect(try await storage.integrityProblems() == [])
         }
     }
 
