@@ -168,7 +168,7 @@ struct SQLiteJobRepository: JobRepository {
         /// Its tenant's running jobs plus its rank among the tenant's due ones (1 for the first).
         let turn: Int
 
-        /// Reads the columns `id, tenant, priority, run_at, created_at`, in that order (by index: a name is looked up).
+        /// Reads the columns `id, tenant, priority, run_at, created_at`, in that order, by position (GRDB looks a name up).
         init(row: Row, turn: Int) {
             (id, tenant, priority, runAt, createdAt) = (row[0], row[1], row[2], row[3], row[4])
             self.turn = turn
