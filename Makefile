@@ -77,7 +77,7 @@ bench-sse: release
 
 ## Herald on PostgreSQL beside Herald on SQLite (release build; a durable PostgreSQL 15 of its own): the status poll, the
 ## publish path, a 10,000-job claim backlog over three replicas, the cancel and the change-to-event latencies across
-## replicas (Benchmarks/replicas.py; about 4 minutes warm).
+## replicas (Benchmarks/replicas.py; about 6 minutes warm).
 bench-replicas: release
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }
 	@dpkg -s postgresql >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql; }

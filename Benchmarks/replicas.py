@@ -3,7 +3,7 @@
 P7) and a claim backlog over three replicas.
 
     python3 Benchmarks/replicas.py [--herald BIN] [--rounds 3] [--seconds 5] [--posts 200] [--backlog 10000]
-                                   [--cancels 100] [--only poll|publish|backlog|cancel|events]
+                                   [--cancels 100] [--only poll|publish|backlog|cancel|events] [--store s3|file]
                                    (`make bench-replicas`: a release build first; writes Benchmarks/out/replicas.md and, without --only, its part of BENCHMARKS.md)
 
 PostgreSQL 15 runs durable, as users run it (fsync and synchronous_commit on: Tests/Support/postgres_server.py
@@ -12,7 +12,9 @@ the data directory; on PostgreSQL the media are staged in it). Pairs run alterna
   1. Status poll: wrk on `GET /v1/jobs/{id}` of a succeeded job of 4 media, both at --log-level warning.
   2. Publish path: `--posts` posts x 4 media of 100 bytes by 8 clients, from the first POST /v1/posts to every job
      done; posts/s, job p50/p90, CPU per post (Herald, and PostgreSQL's processes), durable commits per post (SQLite:
-     herald_database_commits_total; PostgreSQL: the WAL flushes of pg_stat_wal, wal_sync).
+     herald_database_commits_total; PostgreSQL: the WAL flushes of pg_stat_wal, wal_sync). On the S3 fake (issue 31's
+     workload: an upload is a PUT from SQLite's node, a copy of the staged object on PostgreSQL) and on the file store
+     (a link: what is left is the databases' own cost); then two PostgreSQL replicas sharing the store.
   3. Claim backlog: `--backlog` text-only posts queued while paused, then three replicas (8 workers each) resumed:
      claims a second, and no job run twice (every job ends succeeded at attempt 1).
   4. Cross-replica cancel: `--cancels` jobs each held in its copy by the S3 fake; the cancel sent to the other replica,
@@ -94,19 +96,50 @@ def warm_up(herald):
     run.publish_workload(herald, run.upload_small(herald, WARM_UP_POSTS * run.PUBLISH_MEDIA_PER_POST), WARM_UP_POSTS)
 
 
-def publish_path(binary, postgres, rounds, posts):
+STORES = {"s3": "the S3 fake", "file": "the file store"}
+
+
+class Store:
+    """Where a publish run's Herald (or replicas) keep media: the S3 fake (one per run; it answers as S3 does but keeps
+    no bytes, so that its own file writes add nothing to either side) or a file store every replica mounts (`file`, the
+    default of one node)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.root = tempfile.mkdtemp(prefix=f"herald-bench-{kind}-")
+        self.fake = FakeS3(None, bucket="bench").start() if kind == "s3" else None
+
+    def flags(self, shared):
+        """`herald serve` flags: the fake's URL, or for several replicas one store directory for all."""
+        if self.fake:
+            return ["--store", self.fake.store_url]
+        return ["--store", f"file://{self.root}/objects"] if shared else []
+
+    @property
+    def env(self):
+        return CREDENTIALS if self.fake else None
+
+    def close(self):
+        if self.fake:
+            self.fake.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def publish_path(binary, postgres, rounds, posts, kind):
+    """One Herald on SQLite and one on PostgreSQL, alternately, each publishing `posts` posts of 4 media on `kind`."""
     results = {"SQLite": [], "PostgreSQL": []}
     for index in range(rounds):
         for name in results:
             database = postgres.database() if name == "PostgreSQL" else None
-            herald = serve(binary, f"publish-{name.lower()}", database)
+            store = Store(kind)
+            herald = serve(binary, f"publish-{kind}-{name.lower()}", database, *store.flags(shared=False), env=store.env)
             try:
                 warm_up(herald)
-                run.log(f"publish path, round {index + 1}/{rounds}: {name}, uploading {posts * 4} media (not timed)")
+                run.log(f"publish path ({STORES[kind]}), round {index + 1}/{rounds}: {name}, uploading {posts * 4} media (not timed)")
                 media = run.upload_small(herald, posts * run.PUBLISH_MEDIA_PER_POST)
                 commits, syncs = run.commit_counts(herald), postgres.wal_syncs(settle=11) if database else 0
                 cpu, pg_cpu = herald.cpu_seconds(), postgres.cpu_seconds()
-                run.log(f"publish path, round {index + 1}/{rounds}: {name}, {posts} posts by {run.PUBLISH_CLIENTS} clients, timed")
+                run.log(f"publish path ({STORES[kind]}), round {index + 1}/{rounds}: {name}, {posts} posts by {run.PUBLISH_CLIENTS} clients, timed")
                 elapsed, jobs = run.publish_workload(herald, media, posts)
                 cpu, pg_cpu = herald.cpu_seconds() - cpu, postgres.cpu_seconds() - pg_cpu
                 durations = [run.timestamp(job["finished_at"]) - run.timestamp(job["started_at"]) for job in jobs]
@@ -125,23 +158,27 @@ def publish_path(binary, postgres, rounds, posts):
                 })
             finally:
                 stop(herald)
+                store.close()
+    results["PostgreSQL, 2 replicas"] = publish_two_replicas(binary, postgres, rounds, posts, kind)
     return results
 
 
-def publish_two_replicas(binary, postgres, rounds, posts):
-    """The publish path split over two replicas on one database: half the clients and posts through each, at once."""
+def publish_two_replicas(binary, postgres, rounds, posts, kind):
+    """The publish path split over two replicas on one database and one store: half the clients and posts through
+    each, at once."""
     results = []
     for index in range(rounds):
         database = postgres.database()
-        # One file store for both (a directory every replica mounts): a job may run on the replica its post did not reach.
-        shared = tempfile.mkdtemp(prefix="herald-shared-store-")
-        replicas = [serve(binary, f"publish-replica-{number}", database, "--replica-id", f"r{number}", "--store", f"file://{shared}/objects")
+        # One store for both: a job may run on the replica its post did not reach.
+        store = Store(kind)
+        replicas = [serve(binary, f"publish-{kind}-replica-{number}", database, "--replica-id", f"r{number}", *store.flags(shared=True),
+                          env=store.env)
                     for number in (1, 2)]
         try:
             for herald in replicas:
                 warm_up(herald)
             half = posts // 2
-            run.log(f"publish path, round {index + 1}/{rounds}: 2 replicas, uploading {posts * 4} media (not timed)")
+            run.log(f"publish path ({STORES[kind]}), round {index + 1}/{rounds}: 2 replicas, uploading {posts * 4} media (not timed)")
             media = [run.upload_small(herald, half * run.PUBLISH_MEDIA_PER_POST) for herald in replicas]
             syncs, pg_cpu = postgres.wal_syncs(settle=11), postgres.cpu_seconds()
             cpu = [herald.cpu_seconds() for herald in replicas]
@@ -150,7 +187,7 @@ def publish_two_replicas(binary, postgres, rounds, posts):
             def workload(number):
                 outcomes[number] = run.publish_workload(replicas[number], media[number], half, clients=run.PUBLISH_CLIENTS // 2)
 
-            run.log(f"publish path, round {index + 1}/{rounds}: 2 replicas, {2 * half} posts by {run.PUBLISH_CLIENTS} clients, timed")
+            run.log(f"publish path ({STORES[kind]}), round {index + 1}/{rounds}: 2 replicas, {2 * half} posts by {run.PUBLISH_CLIENTS} clients, timed")
             started = time.monotonic()
             threads = [threading.Thread(target=workload, args=(number,)) for number in (0, 1)]
             for thread in threads:
@@ -177,7 +214,7 @@ def publish_two_replicas(binary, postgres, rounds, posts):
         finally:
             for herald in replicas:
                 stop(herald)
-            shutil.rmtree(shared, ignore_errors=True)
+            store.close()
     return results
 
 
@@ -316,19 +353,21 @@ def report(args, poll, published, backlog, cancels=None, events=None):
             lines.append(f"| {name} | {median(r['rate'] for r in rows):,.0f} ({min(r['rate'] for r in rows):,.0f}-{max(r['rate'] for r in rows):,.0f}) "
                          f"| {median(r['cpu_us'] for r in rows):.1f} | {median(r['p99_ms'] for r in rows):.2f} |")
         lines += ["", f"PostgreSQL / SQLite: **{pg / sqlite:.2f}×** (target ≥ 0.5×)", ""]
-    if published:
-        sqlite, pg = (median(r["rate"] for r in published[name]) for name in ("SQLite", "PostgreSQL"))
-        lines += [f"## Publish path ({args.posts} posts × 4 media, 8 clients, the file store)", "",
+    for kind, results in (published or {}).items():
+        sqlite, pg = (median(r["rate"] for r in results[name]) for name in ("SQLite", "PostgreSQL"))
+        lines += [f"## Publish path ({args.posts} posts × 4 media, 8 clients, {STORES[kind]})", "",
                   "| | posts/s | job p50 / p90 ms | Herald CPU ms/post | PostgreSQL CPU ms/post | durable commits/post |",
                   "|---|---|---|---|---|---|"]
-        for name in published:
-            rows = published[name]
+        for name in results:
+            rows = results[name]
             lines.append(f"| {name} | {median(r['rate'] for r in rows):.1f} ({min(r['rate'] for r in rows):.1f}-{max(r['rate'] for r in rows):.1f}) "
                          f"| {median(r['p50_ms'] for r in rows):.0f} / {median(r['p90_ms'] for r in rows):.0f} "
                          f"| {median(r['cpu_ms'] for r in rows):.2f} | {median(r['postgres_cpu_ms'] for r in rows):.2f} "
                          f"| {median(r['durable'] for r in rows):.2f} |")
-        two = median(r["rate"] for r in published["PostgreSQL, 2 replicas"])
-        lines += ["", f"PostgreSQL / SQLite: **{pg / sqlite:.2f}×** (target ≥ 0.7×; durable commits/post ≤ 4: WAL flushes on "
+        two = median(r["rate"] for r in results["PostgreSQL, 2 replicas"])
+        target = ("target ≥ 0.7×, issue 31's workload" if kind == "s3" else
+                  "no target: the database's own cost, with no store request to share the time")
+        lines += ["", f"PostgreSQL / SQLite: **{pg / sqlite:.2f}×** ({target}; durable commits/post ≤ 4: WAL flushes on "
                   f"PostgreSQL, herald_database_commits_total on SQLite). Two replicas / one: {two / pg:.2f}× on this 2-core "
                   "machine, where both replicas and PostgreSQL share the same two cores.", ""]
     if backlog:
@@ -356,14 +395,14 @@ def main():
     parser.add_argument("--cancels", type=int, default=100, choices=range(1, 1001), metavar="1..1000")
     parts = ["poll", "publish", "backlog", "cancel", "events"]
     parser.add_argument("--only", choices=parts, action="append")
+    parser.add_argument("--store", choices=list(STORES), action="append", help="the publish path's store (default: both)")
     args = parser.parse_args()
     only = set(args.only or parts)
     os.makedirs(run.OUT, exist_ok=True)
     with Postgres() as postgres:
         poll = status_poll(args.herald, postgres, args.rounds, args.seconds) if "poll" in only else None
-        published = publish_path(args.herald, postgres, args.rounds, args.posts) if "publish" in only else None
-        if published is not None:
-            published["PostgreSQL, 2 replicas"] = publish_two_replicas(args.herald, postgres, args.rounds, args.posts)
+        published = {kind: publish_path(args.herald, postgres, args.rounds, args.posts, kind)
+                     for kind in (args.store or list(STORES))} if "publish" in only else None
         backlog = claim_backlog(args.herald, postgres, args.backlog) if "backlog" in only and args.backlog else None
         cancels = cross_replica_cancel(args.herald, postgres, args.cancels) if "cancel" in only else None
         events = change_to_event(args.herald, postgres) if "events" in only else None

@@ -159,20 +159,20 @@ struct Execution: Sendable {
     /// Removes the published post's staged bytes, after its commit: a crash before this leaves files the sweep removes,
     /// never a row without its file. (A failed or cancelled post keeps them: it may be published again.)
     private func removeStaged() async {
-        for media in job.media {
-            switch configuration.staging {
-            case .directory(let directory):
+        switch configuration.staging {
+        case .directory(let directory):
+            for media in job.media {
                 let path = directory + "/" + media.stagingPath
                 if unlink(path) != 0, errno != ENOENT {
                     logger.warning("could not remove a published medium's staged file", metadata: ["path": "\(path)", "errno": "\(errno)"])
                 }
-            case .store:
-                do {
-                    try await store.delete(key: media.stagingPath)
-                } catch {
-                    logger.warning(
-                        "could not remove a published medium's staged object", metadata: ["key": "\(media.stagingPath)", "error": "\(error)"])
-                }
+            }
+        case .store:
+            let keys = job.media.map(\.stagingPath)
+            do {
+                try await store.delete(keys: keys)
+            } catch {
+                logger.warning("could not remove a published medium's staged objects", metadata: ["keys": "\(keys)", "error": "\(error)"])
             }
         }
     }

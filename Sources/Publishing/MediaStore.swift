@@ -45,6 +45,10 @@ public protocol MediaStore: Sendable {
     /// does) rather than throw `CancellationError`.
     func delete(key: String) async throws
 
+    /// Removes the objects stored under `keys`, with the promises of ``delete(key:)``; throws the first failure once
+    /// every key has been tried. (S3: one `DeleteObjects` request a thousand keys; other stores, one key at a time.)
+    func delete(keys: [String]) async throws
+
     /// The URL under which the object stored under `key` is (or would be) published.
     func url(for key: String) -> String
 
@@ -65,6 +69,18 @@ extension MediaStore {
     /// Uploads `object` without reporting its bytes.
     public func put(_ object: MediaObject) async throws -> String {
         try await put(object, progress: { _ in })
+    }
+
+    public func delete(keys: [String]) async throws {
+        var failure: (any Error)?
+        for key in keys {
+            do {
+                try await delete(key: key)
+            } catch {
+                failure = failure ?? error
+            }
+        }
+        if let failure { throw failure }
     }
 }
 

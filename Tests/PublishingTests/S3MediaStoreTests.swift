@@ -99,6 +99,28 @@ struct S3MediaStoreMotoTests {
         }
     }
 
+    @Test func deleteKeysRemovesThemAllInBatchesOfAThousand() async throws {
+        let moto = try await MotoServer.shared()
+        let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)
+        let bucket = try await s3.makeBucket()
+        let staged = try StagedFile(size: 1_000)
+        defer { staged.remove() }
+        // 1,001 keys, two requests: the first key and the last, in each, exist; the rest (missing) succeed as DELETE does.
+        let keys = (0...1_000).map { "staging/\(String(format: "%04d", $0))" }
+        let kept = staged.object(key: "media/kept.bin")
+
+        try await withS3Store(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials) { store in
+            for key in [keys[0], keys[999], keys[1_000], kept.key] {
+                _ = try await store.put(staged.object(key: key))
+            }
+            #expect(try await s3.keys(bucket: bucket).count == 4)
+            try await store.delete(keys: keys)
+            #expect(try await s3.keys(bucket: bucket) == [kept.key])
+            try await store.delete(keys: [])
+            try await store.delete(keys: [keys[0]])  // again: nothing there, and no failure
+        }
+    }
+
     @Test(
         "write stages a large body in parts and a small one in one PUT; copy publishes it in the bucket; a body that fails part way aborts its upload"
     )

@@ -2,8 +2,8 @@
 """A small S3-compatible fake for the reliability drivers and the benchmarks: path-style, no signature checks,
 faults on demand.
 
-It answers what Herald's `S3MediaStore` sends (HeadBucket, PutObject with a Content-Length body, HeadObject,
-DeleteObject) and GetObject, on 127.0.0.1. Objects live in a directory on disk (`ROOT/BUCKET/KEY`), written to a
+It answers what Herald's `S3MediaStore` sends (HeadBucket, PutObject with a Content-Length body, CopyObject,
+HeadObject, DeleteObject, DeleteObjects with its Content-MD5 checked) and GetObject, on 127.0.0.1. Objects live in a directory on disk (`ROOT/BUCKET/KEY`), written to a
 temporary file and renamed into place only once the whole body has arrived: a PUT cut short stores nothing, as
 with S3. They therefore survive a restart of the fake and can be listed at the end of a run. With no root, bodies
 are read, counted and dropped (the benchmarks send a gigabyte through it).
@@ -22,6 +22,7 @@ Used in process (``FakeS3(...).start()``, a thread of the driver) or on its own:
 which prints `PORT <n>` and serves until SIGTERM/SIGINT, then prints its counts as JSON.
 """
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -38,7 +39,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
+from xml.etree import ElementTree
 
 # Herald's S3 credentials for a fake: any will do, it checks no signature.
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "fake", "AWS_SECRET_ACCESS_KEY": "fake"}
@@ -282,6 +284,7 @@ class _Reset(Exception):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # S3 answers a head and a body without a delayed-ACK stall between them
     timeout = 60  # idle keep-alive connections are closed eventually
     fake: FakeS3 = None
 
@@ -439,6 +442,45 @@ class _Handler(BaseHTTPRequestHandler):
                 pass
         self.fake._record("DELETE", key, "deleted" if existed else "absent")
         self._answer(204)  # S3 answers 204 whether or not the key existed
+
+    def do_POST(self):
+        """DeleteObjects (`POST /BUCKET?delete`): each key removed as DELETE removes one; S3 refuses the request
+        without a Content-MD5 of its body (400 InvalidRequest), and so does the fake, or with a wrong one (400 BadDigest)."""
+        bucket, key = self._target()
+        if "delete" not in parse_qs(urlsplit(self.path).query, keep_blank_values=True) or key is not None:
+            self.close_connection = True
+            return self._answer(501, _error_xml("NotImplemented", "only DeleteObjects is implemented for POST"))
+        self.fake._count_request("DeleteObjects")
+        body = self._read_exactly(int(self.headers.get("Content-Length") or 0))
+        if bucket != self.fake.bucket:
+            return self._answer(404, _error_xml("NoSuchBucket", "The specified bucket does not exist."))
+        digest = self.headers.get("Content-MD5")
+        if digest is None:
+            return self._answer(400, _error_xml("InvalidRequest", "Missing required header for this request: Content-MD5"))
+        if digest != base64.b64encode(hashlib.md5(body).digest()).decode():
+            return self._answer(400, _error_xml("BadDigest", "The Content-MD5 you specified did not match what was received."))
+        fault, _ = self.fake._draw("DELETE")
+        if fault == "slowdown":
+            self.fake._count("slowdown_503")
+            return self._answer(503, _error_xml("SlowDown", "Please reduce your request rate."))
+        if fault == "drop":
+            self.fake._count("drops")
+            self._reset()
+        try:
+            keys = [element.text or "" for element in ElementTree.fromstring(body).iter("Key")]
+        except ElementTree.ParseError:
+            return self._answer(400, _error_xml("MalformedXML", "The XML you provided was not well-formed."))
+        for key in keys:
+            path = self.fake._object_path(key)
+            existed = False
+            if path:
+                try:
+                    os.unlink(path)
+                    existed = True
+                except FileNotFoundError:
+                    pass
+            self.fake._record("DELETE", key, "deleted (DeleteObjects)" if existed else "absent (DeleteObjects)")
+        self._answer(200, b"<DeleteResult></DeleteResult>")  # quiet: only failures would be listed
 
     def do_PUT(self):
         started = time.monotonic()

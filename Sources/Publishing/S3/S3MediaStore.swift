@@ -1,5 +1,7 @@
 import AsyncHTTPClient
+import Crypto
 import FileReading
+import Foundation
 import HeraldCore
 public import Logging
 import NIOCore
@@ -195,6 +197,28 @@ public struct S3MediaStore: MediaStore, Service {
         // 404: there was nothing to delete (S3 itself answers 204 for a missing key).
         guard (200..<300).contains(response.status) || response.status == 404 else {
             throw response.error
+        }
+    }
+
+    /// `DeleteObjects`, a thousand keys a request (S3's limit), quiet: the answer lists only the keys it failed.
+    public func delete(keys: [String]) async throws {
+        for key in keys { try Self.validate(key: key) }
+        for start in stride(from: 0, to: keys.count, by: 1000) {
+            let objects = keys[start..<min(start + 1000, keys.count)].map { "<Object><Key>\(xmlEscaped($0))</Key></Object>" }
+            let body = Array("<Delete><Quiet>true</Quiet>\(objects.joined())</Delete>".utf8)
+            // S3 refuses a DeleteObjects without the body's MD5 (or another checksum); as delete(key:), finished even
+            // if the caller is cancelled.
+            let answer = try await Task {
+                try await send(
+                    "POST", key: nil, query: [("delete", "")],
+                    headers: [
+                        ("content-type", "application/xml"), ("content-length", String(body.count)),
+                        ("content-md5", Data(Insecure.MD5.hash(data: body)).base64EncodedString()),
+                    ],
+                    payloadHash: SigV4Signer.payloadHash(body), body: .bytes(ByteBuffer(bytes: body)), operation: "DeleteObjects",
+                    timeout: .seconds(30), readsBody: true)
+            }.value
+            guard answer.succeeded else { throw answer.error }
         }
     }
 
