@@ -51,6 +51,7 @@ func withS3Store<T>(
     credentials: SigV4Signer.Credentials,
     chunkSize: Int = 64 << 10,
     partSize: Int = 8 << 20,
+    largestCopy: Int = 5 << 30,
     connectTimeout: Duration = .seconds(10),
     _ body: (S3MediaStore) async throws -> T
 ) async throws -> T {
@@ -58,7 +59,8 @@ func withS3Store<T>(
     logger.logLevel = .critical
     let configuration = try S3Configuration(url: "s3://\(bucket)?endpoint=\(endpoint)&region=us-east-1", credentials: credentials)
     let store = S3MediaStore(
-        configuration: configuration, connectTimeout: connectTimeout, chunkSize: chunkSize, partSize: partSize, logger: logger)
+        configuration: configuration, connectTimeout: connectTimeout, chunkSize: chunkSize, partSize: partSize,
+        largestCopy: largestCopy, logger: logger)
     do {
         let result = try await body(store)
         try await store.shutdown()
@@ -156,6 +158,33 @@ struct S3MediaStoreMotoTests {
             }
             await #expect(throws: Refused.self) { try await store.write(failing, key: "staging/cut.mp4", contentType: "video/mp4") }
             #expect(try await s3.get(bucket: bucket, key: "staging/cut.mp4") == nil)
+            let uploads = try await s3.send("GET", "/\(bucket)", query: [("uploads", "")])
+            #expect(uploads.status == 200 && !String(decoding: uploads.body, as: UTF8.self).contains("<Upload>"))
+        }
+    }
+
+    @Test("a copy larger than largestCopy goes range by range (UploadPartCopy); a missing source fails as such and leaves no upload")
+    func copyInParts() async throws {
+        let moto = try await MotoServer.shared()
+        let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)
+        let bucket = try await s3.makeBucket()
+        // S3's smallest part (5 MiB) as the largest single copy: 12 MiB copy as 5 + 5 + 2.
+        try await withS3Store(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials, partSize: 5 << 20, largestCopy: 5 << 20) {
+            store in
+            let large = (0..<(12 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 11) }
+            _ = try await store.write(chunked(large, by: 1 << 20), key: "staging/huge.mp4", contentType: "video/mp4")
+            let object = MediaObject(key: "media/huge.mp4", stagedFile: "", size: large.count, sha256: "", contentType: "video/mp4")
+            let reported = BytesLog()
+            #expect(try await store.copy(object, fromStaged: "staging/huge.mp4", progress: reported.record) == store.url(for: object.key))
+            #expect(reported.counts == [5 << 20, 10 << 20, 12 << 20])
+            #expect(try await s3.get(bucket: bucket, key: object.key) == large)
+
+            let missing = MediaObject(key: "media/gone.mp4", stagedFile: "", size: large.count, sha256: "", contentType: "video/mp4")
+            let error = try await #require(throws: MediaStoreError.self) {
+                try await store.copy(missing, fromStaged: "staging/gone.mp4", progress: { _ in })
+            }
+            #expect(error.errorCode == .stagedFileMissing, "\(error)")
+            #expect(try await s3.get(bucket: bucket, key: missing.key) == nil)
             let uploads = try await s3.send("GET", "/\(bucket)", query: [("uploads", "")])
             #expect(uploads.status == 200 && !String(decoding: uploads.body, as: UTF8.self).contains("<Upload>"))
         }
@@ -273,6 +302,37 @@ struct S3MediaStoreFaultTests {
             let error = try await #require(throws: MediaStoreError.self) { try await store.put(staged.object()) }
             #expect(error.isTransient, "\(error)")
             print("refused connection failed after \(clock.now - started): \(error.message)")
+        }
+    }
+
+    /// A copy in parts cancelled while the server sits on a part: its connection closes and the upload is aborted.
+    @Test func cancellingACopyInPartsClosesItsConnectionAndAbortsTheUpload() async throws {
+        let created = "<InitiateMultipartUploadResult><UploadId>up-1</UploadId></InitiateMultipartUploadResult>"
+        try await FakeS3.with(react: { request in
+            switch request.method {
+            case "POST": .respond(status: 200, body: created)
+            case "PUT": .hang  // the first UploadPartCopy
+            default: .respond(status: 204)  // the abort: DELETE ?uploadId=up-1
+            }
+        }) { server in
+            try await withS3Store(endpoint: server.endpoint, bucket: "herald-media", credentials: Self.credentials, largestCopy: 5 << 20) { store in
+                let object = MediaObject(key: "media/huge.mp4", stagedFile: "", size: 12 << 20, sha256: "", contentType: "video/mp4")
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        await #expect(throws: CancellationError.self) {
+                            try await store.copy(object, fromStaged: "staging/huge.mp4", progress: { _ in })
+                        }
+                    }
+                    await server.waitForRequests(2)
+                    let part = try #require(server.requests.last)
+                    #expect(part.method == "PUT" && part.header("x-amz-copy-source-range") == "bytes=0-5242879", "\(part.uri)")
+                    group.cancelAll()
+                    _ = await server.waitForClose(connection: part.connection)
+                    try await group.waitForAll()
+                }
+                let abort = try #require(server.requests.last)
+                #expect(abort.method == "DELETE" && abort.uri.contains("uploadId=up-1"), "\(abort.method) \(abort.uri)")
+            }
         }
     }
 

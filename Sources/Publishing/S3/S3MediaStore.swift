@@ -27,6 +27,8 @@ public struct S3MediaStore: MediaStore, Service {
     public let chunkSize: Int
     /// The size of a multipart upload's parts when writing a body (one part is held in memory): 8 MiB, as AWS's CLI.
     public let partSize: Int
+    /// The largest object one `CopyObject` copies: S3's limit, 5 GiB. A larger one is copied in parts of this size.
+    public let largestCopy: Int
 
     private let client: HTTPClient
     private let signer: SigV4Signer
@@ -44,11 +46,13 @@ public struct S3MediaStore: MediaStore, Service {
         connectTimeout: Duration = .seconds(10),
         chunkSize: Int = 256 << 10,
         partSize: Int = 8 << 20,
+        largestCopy: Int = 5 << 30,
         logger: Logger
     ) {
         // S3 refuses parts under 5 MiB but the last; a smaller size only makes sense against a test server.
-        precondition(chunkSize > 0 && maxConnections > 0 && partSize > 0)
+        precondition(chunkSize > 0 && maxConnections > 0 && partSize > 0 && largestCopy > 0)
         self.partSize = partSize
+        self.largestCopy = largestCopy
         self.configuration = configuration
         self.chunkSize = chunkSize
         self.logger = logger
@@ -144,12 +148,18 @@ public struct S3MediaStore: MediaStore, Service {
         }
     }
 
-    /// A server-side `CopyObject` (the bytes never leave the store); objects over 5 GiB are refused by S3.
+    /// A server-side `CopyObject` (the bytes never leave the store); an object over ``largestCopy`` (S3 refuses to copy
+    /// more than 5 GiB at once) is copied range by range into a multipart upload (`UploadPartCopy`), aborted on any
+    /// failure or cancellation, with `progress` told after each part.
     public func copy(_ object: MediaObject, fromStaged stagedKey: String, progress: @escaping BytesTaken) async throws -> String {
         try Task.checkCancellation()
         try Self.validate(key: object.key)
         try Self.validate(key: stagedKey)
         let source = "/" + configuration.bucket + "/" + Self.encodedPath(stagedKey)
+        if object.size > largestCopy {
+            try await copyInParts(object, from: stagedKey, progress: progress)
+            return url(for: object.key)
+        }
         let answer = try await send(
             "PUT", key: object.key,
             headers: [("x-amz-copy-source", source), ("x-amz-metadata-directive", "REPLACE"), ("content-type", object.contentType)],
@@ -321,6 +331,43 @@ public struct S3MediaStore: MediaStore, Service {
                 body: .bytes(bytes), operation: "UploadPart")
             guard answer.succeeded, let etag = answer.headers.first(name: "etag") else { throw answer.error }
             parts.append((number, etag))
+        }
+
+        /// `UploadPartCopy`: the next part is `range` of the staged object, copied inside the store.
+        mutating func copy(bytes range: Range<Int>, of stagedKey: String, through store: S3MediaStore) async throws {
+            let number = parts.count + 1
+            let source = "/" + store.configuration.bucket + "/" + S3MediaStore.encodedPath(stagedKey)
+            let answer = try await store.send(
+                "PUT", key: key, query: [("partNumber", String(number)), ("uploadId", id)],
+                headers: [("x-amz-copy-source", source), ("x-amz-copy-source-range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")],
+                operation: "UploadPartCopy", readsBody: true)
+            guard answer.succeeded, let etag = S3ErrorDocument.element("ETag", in: answer.body) else {
+                // The source is missing (S3: NoSuchKey; moto answers a bare 404), unless the upload or the bucket is.
+                let code = S3ErrorDocument.element("Code", in: answer.body)
+                if answer.status == 404, code != "NoSuchUpload", code != "NoSuchBucket" {
+                    throw MediaStoreError.stagedFileMissing("s3://\(store.configuration.bucket)/\(stagedKey)")
+                }
+                throw answer.error
+            }
+            parts.append((number, etag))
+        }
+    }
+
+    private func copyInParts(_ object: MediaObject, from stagedKey: String, progress: BytesTaken) async throws {
+        var upload = try await startMultipart(key: object.key, contentType: object.contentType)
+        do {
+            var copied = 0
+            while copied < object.size {
+                try Task.checkCancellation()
+                let end = min(copied + largestCopy, object.size)
+                try await upload.copy(bytes: copied..<end, of: stagedKey, through: self)
+                copied = end
+                progress(copied)
+            }
+            try await complete(upload)
+        } catch {
+            await abort(upload)
+            throw error
         }
     }
 
