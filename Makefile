@@ -3,7 +3,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-replicas bench-fair bench-webhooks verify-container clean \
+.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-replicas bench-fair bench-callgrind bench-webhooks verify-container clean \
 	reliability reliability-deps fuzz
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
@@ -58,14 +58,17 @@ release: deps
 ## warm: the status poll at both log levels, post creation, parallel publish, cancellation, memory, 1 GiB ingest on
 ## disk and tmpfs, the publish path with its fsyncs counted under strace, the image through make verify-container's
 ## script, which rebuilds the Swift layer after a source change: 12 minutes more); then Herald on PostgreSQL beside
-## SQLite (make bench-replicas). One part of the first: BENCH_ARGS="--only publish".
+## SQLite (make bench-replicas), fair share (make bench-fair) and the instructions of a poll (make bench-callgrind).
+## One part of the first: BENCH_ARGS="--only publish".
 bench: deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }
 	@command -v curl >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq curl; }
 	@command -v strace >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq strace; }
+	@dpkg -s libssl-dev >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq libssl-dev; }
 	python3 Benchmarks/run.py $(BENCH_ARGS)
 	$(MAKE) bench-replicas BENCH_ARGS=
 	$(MAKE) bench-fair BENCH_ARGS=
+	$(MAKE) bench-callgrind BENCH_ARGS=
 
 ## GET /healthz under wrk, side by side with a plain C libmicrohttpd server.
 bench-healthz: deps
@@ -88,6 +91,13 @@ bench-replicas: release
 bench-fair: release
 	@dpkg -s postgresql >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql; }
 	python3 Benchmarks/fairshare.py $(BENCH_ARGS)
+
+## Instructions a status poll, split by who spends them (Herald's code, the Swift runtime, SQLite, libmicrohttpd,
+## libc), for Herald and the C servers, counted by valgrind's callgrind (Benchmarks/callgrind.py; about 3 minutes).
+bench-callgrind: release
+	@command -v valgrind >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq valgrind; }
+	@dpkg -s libssl-dev >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq libssl-dev; }
+	python3 Benchmarks/callgrind.py --skip-swift-build $(BENCH_ARGS)
 
 ## Webhook deliveries a second to a local nginx that answers 204: a backlog, then live job endings (release build).
 bench-webhooks: release

@@ -7,8 +7,9 @@ table gives medians with min and max, and ratios of medians. Release builds use 
   1. HTTP status poll: wrk on GET /v1/jobs/{id} (a job with 4 uploads) against Herald at its default log level
      (info: access log on, to a file) and at --log-level warning (a second server on a copy of its data), the Hummingbird
      baseline (Benchmarks/hummingbird-baseline) reading the same database, a C libmicrohttpd server doing the
-     same read and JSON (Benchmarks/c-status, its body checked byte for byte against Herald's), and the C
-     libmicrohttpd limit (Benchmarks/c-hello) answering the same bytes as a constant body; and, in C, the SQLite
+     same read and JSON (Benchmarks/c-status, its body checked byte for byte against Herald's), the same server
+     doing Herald's per-request product work too (`status --product`: the key, the rate limits, the request id,
+     the access log, the metrics; issue 35's P1 is judged against it), and the C libmicrohttpd limit (Benchmarks/c-hello) answering the same bytes as a constant body; and, in C, the SQLite
      read Herald does for a poll (Benchmarks/sqlite-read), the floor any server reading the job per request adds
      to the limit.
   2. Post creation: wrk POST /v1/posts (text only, durable commit) against the raw sqlite3 insert rate of the
@@ -81,7 +82,8 @@ def build(swift=True):
         run(["swift", "build", "-c", "release", "--scratch-path", ".build-release"], cwd=baseline)
     mhd = subprocess.run(["pkg-config", "--cflags", "--libs", "libmicrohttpd"], check=True, capture_output=True, text=True).stdout.split()
     run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "c-hello", "hello.c"), "-o", os.path.join(OUT, "hello")] + mhd)
-    run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "c-status", "status.c"), "-o", os.path.join(OUT, "status")] + mhd + ["-lsqlite3"])
+    run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "c-status", "status.c"), "-o", os.path.join(OUT, "status")] + mhd
+        + ["-lsqlite3", "-lcrypto", "-lpthread"])
     # --sha256 is OpenSSL's EVP SHA-256, from libcrypto (Debian libssl-dev); without it, that row is left out.
     crypto = subprocess.run(["pkg-config", "--exists", "libcrypto"]).returncode == 0
     run(["gcc", "-O2", "-Wall", "-Wextra", os.path.join(BENCH, "c-ingest", "ingest.c"), "-o", os.path.join(OUT, "ingest")]
@@ -128,12 +130,13 @@ def sqlite_read(binaries, database, job, seconds, label):
 KEYS = {}
 
 
-def herald_serve(binaries, name, data, *flags, log_level="warning", ready_path="/healthz", env=None):
-    """`herald serve` on 127.0.0.1 with an admin key made for it, and no per-key rate limit: the load would pass it.
-    `log_level` "warning" (the default here) leaves the access log out; "info" is `herald serve`'s own default, access
-    log on (its lines go to the server's stdout, which goes to Benchmarks/out/<name>.log). Started: a Herald."""
+def herald_serve(binaries, name, data, *flags, log_level="warning", ready_path="/healthz", env=None, rate_limit=0):
+    """`herald serve` on 127.0.0.1 with an admin key made for it, and by default no per-key rate limit: the load would
+    pass it. `log_level` "warning" (the default here) leaves the access log out; "info" is `herald serve`'s own
+    default, access log on (its lines go to the server's stdout, which goes to Benchmarks/out/<name>.log). Started: a
+    Herald."""
     key = create_key(binaries["herald"], data, "bench")
-    herald = Herald(binaries["herald"], data, "--log-level", log_level, "--rate-limit", "0", *flags, name=name,
+    herald = Herald(binaries["herald"], data, "--log-level", log_level, "--rate-limit", str(rate_limit), *flags, name=name,
                     log_path=os.path.join(OUT, f"{name}.log"), env=env).start(ready_path, timeout=60)
     KEYS[herald.port] = key
     return herald
@@ -210,7 +213,11 @@ HERALD = "Herald"
 HERALD_QUIET = "Herald (--log-level warning)"
 HUMMINGBIRD = "Hummingbird 2 + GRDB"
 C_STATUS = "C libmicrohttpd + SQLite (same read and JSON)"
+C_PRODUCT = "C libmicrohttpd + SQLite (same read and JSON, Herald's product work)"
 C_LIMIT = "C libmicrohttpd (constant body)"
+# The status poll's per-key limit (issue 35: "the default configuration with a key"): a bucket taken on every request,
+# as with the default of 100 a second, but so large that the load never empties it. The C product-work server too.
+POLL_RATE_LIMIT = 1_000_000_000
 
 
 def copy_data_directory(source):
@@ -237,7 +244,7 @@ def copy_data_directory(source):
 def status_poll(binaries, rounds, seconds):
     data = tempfile.mkdtemp(prefix="herald-bench-")
     # `herald serve`'s default log level, info: one access log line a request, to a file as a container's log would go.
-    herald = herald_serve(binaries, "herald-poll", data, log_level="info")
+    herald = herald_serve(binaries, "herald-poll", data, log_level="info", rate_limit=POLL_RATE_LIMIT)
     servers = [herald]
     directories = [data]
     try:
@@ -260,7 +267,7 @@ def status_poll(binaries, rounds, seconds):
         # directory, taken once the job has succeeded, so that it answers the same job with the same bytes.
         quiet_data = copy_data_directory(data)
         directories.append(quiet_data)
-        quiet = herald_serve(binaries, "herald-poll-warning", quiet_data)
+        quiet = herald_serve(binaries, "herald-poll-warning", quiet_data, rate_limit=POLL_RATE_LIMIT)
         servers.append(quiet)
         _, quiet_body = http("GET", quiet.url(path))
         assert quiet_body == herald_body, f"the second Herald answers the first one's bytes:\n{herald_body!r}\n{quiet_body!r}"
@@ -284,6 +291,16 @@ def status_poll(binaries, rounds, seconds):
         assert c_body == herald_body, f"the C status server answers Herald's bytes:\n{herald_body!r}\n{c_body!r}"
         sizes[C_STATUS] = len(c_body)
         targets.append((C_STATUS, c_status))
+        # The same, with Herald's per-request product work (issue 35): it checks the key against Herald's `keys` table.
+        port = free_port()
+        KEYS[port] = KEYS[herald.port]
+        c_product = start_server("c-status-product-poll", [binaries["status"], "--product", "--rate-limit", str(POLL_RATE_LIMIT), str(port),
+                                                           database, job_tenant(database, job), status_query(binaries)], port, ready_path=path)
+        servers.append(c_product)
+        _, c_product_body = http("GET", c_product.url(path))
+        assert c_product_body == herald_body, f"the C product-work server answers Herald's bytes:\n{herald_body!r}\n{c_product_body!r}"
+        sizes[C_PRODUCT] = len(c_product_body)
+        targets.append((C_PRODUCT, c_product))
         body_file = os.path.join(OUT, "job.json")
         with open(body_file, "wb") as file:
             file.write(herald_body)
@@ -995,6 +1012,11 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
             ratios.append(f"/ C same read {verdict(median[name] / median[C_STATUS], 0.8)}")
             ratios.append(f"/ C limit {verdict(median[name] / median[C_LIMIT], 0.5)}")
             lines.append(f"- {label}: " + "; ".join(ratios))
+        # Issue 35's goal: Herald as users run it (info, a key) against C doing the same product work, by rate and by CPU.
+        lines.append(f"- **P1, Herald (info) / C with Herald's product work: req/s {verdict(median[HERALD] / median[C_PRODUCT], 0.8)}, "
+                     f"CPU a request (C's µs / Herald's) {verdict(cpu[C_PRODUCT] / cpu[HERALD], 0.8)}** "
+                     f"({cpu[HERALD]:.1f} against {cpu[C_PRODUCT]:.1f} µs; the product work costs C "
+                     f"{cpu[C_PRODUCT] - cpu[C_STATUS]:.1f} µs a request here)")
         # Paired by round (the two Heralds run back to back in each round), and as the difference of the medians.
         differences = [loud["cpu_us"] - quiet["cpu_us"] for loud, quiet in zip(results[HERALD], results[HERALD_QUIET])]
         cost = cpu[HERALD] - cpu[HERALD_QUIET]
