@@ -432,6 +432,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake._count("drops")
             self.fake._record("DELETE", key, "dropped")
             self._reset()
+        self._remove(key)
+        self._answer(204)  # S3 answers 204 whether or not the key existed
+
+    def _remove(self, key, how=""):
+        """Removes the object of `key` if there is one (a missing key is no error, as on S3), and records it."""
         path = self.fake._object_path(key)
         existed = False
         if path:
@@ -440,8 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
                 existed = True
             except FileNotFoundError:
                 pass
-        self.fake._record("DELETE", key, "deleted" if existed else "absent")
-        self._answer(204)  # S3 answers 204 whether or not the key existed
+        self.fake._record("DELETE", key, ("deleted" if existed else "absent") + how)
 
     def do_POST(self):
         """DeleteObjects (`POST /BUCKET?delete`): each key removed as DELETE removes one; S3 refuses the request
@@ -471,15 +475,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ElementTree.ParseError:
             return self._answer(400, _error_xml("MalformedXML", "The XML you provided was not well-formed."))
         for key in keys:
-            path = self.fake._object_path(key)
-            existed = False
-            if path:
-                try:
-                    os.unlink(path)
-                    existed = True
-                except FileNotFoundError:
-                    pass
-            self.fake._record("DELETE", key, "deleted (DeleteObjects)" if existed else "absent (DeleteObjects)")
+            self._remove(key, " (DeleteObjects)")
         self._answer(200, b"<DeleteResult></DeleteResult>")  # quiet: only failures would be listed
 
     def do_PUT(self):
