@@ -155,14 +155,13 @@ public struct S3MediaStore: MediaStore, Service {
         try Task.checkCancellation()
         try Self.validate(key: object.key)
         try Self.validate(key: stagedKey)
-        let source = "/" + configuration.bucket + "/" + Self.encodedPath(stagedKey)
         if object.size > largestCopy {
             try await copyInParts(object, from: stagedKey, progress: progress)
             return url(for: object.key)
         }
         let answer = try await send(
             "PUT", key: object.key,
-            headers: [("x-amz-copy-source", source), ("x-amz-metadata-directive", "REPLACE"), ("content-type", object.contentType)],
+            headers: [("x-amz-copy-source", copySource(stagedKey)), ("x-amz-metadata-directive", "REPLACE"), ("content-type", object.contentType)],
             operation: "CopyObject", readsBody: true)
         guard answer.succeeded else {
             if answer.status == 404 { throw MediaStoreError.stagedFileMissing("s3://\(configuration.bucket)/\(stagedKey)") }
@@ -336,10 +335,12 @@ public struct S3MediaStore: MediaStore, Service {
         /// `UploadPartCopy`: the next part is `range` of the staged object, copied inside the store.
         mutating func copy(bytes range: Range<Int>, of stagedKey: String, through store: S3MediaStore) async throws {
             let number = parts.count + 1
-            let source = "/" + store.configuration.bucket + "/" + S3MediaStore.encodedPath(stagedKey)
             let answer = try await store.send(
                 "PUT", key: key, query: [("partNumber", String(number)), ("uploadId", id)],
-                headers: [("x-amz-copy-source", source), ("x-amz-copy-source-range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")],
+                headers: [
+                    ("x-amz-copy-source", store.copySource(stagedKey)),
+                    ("x-amz-copy-source-range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)"),
+                ],
                 operation: "UploadPartCopy", readsBody: true)
             guard answer.succeeded, let etag = S3ErrorDocument.element("ETag", in: answer.body) else {
                 // The source is missing (S3: NoSuchKey; moto answers a bare 404), unless the upload or the bucket is.
@@ -351,6 +352,11 @@ public struct S3MediaStore: MediaStore, Service {
             }
             parts.append((number, etag))
         }
+    }
+
+    /// The `x-amz-copy-source` of a staged object: `/bucket/key`, the key percent-encoded as in a path.
+    private func copySource(_ stagedKey: String) -> String {
+        "/" + configuration.bucket + "/" + Self.encodedPath(stagedKey)
     }
 
     private func copyInParts(_ object: MediaObject, from stagedKey: String, progress: BytesTaken) async throws {
