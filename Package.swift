@@ -21,6 +21,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
@@ -33,6 +34,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // OTLP over HTTP only: the gRPC exporter's dependencies would double the build for an option Herald does not offer.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // MARK: The C library
@@ -53,6 +56,15 @@ let package = Package(
         /// JSON string escaping, the one rule for every JSON text written by hand (responses, access log, problems).
         .target(name: "JSONText", swiftSettings: swiftSettings),
 
+        /// What every traced part shares: a span's W3C `traceparent`, and the ids log lines carry.
+        .target(
+            name: "Telemetry",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         /// The HTTP server: libmicrohttpd driven from Swift concurrency. Knows nothing about posts.
         .target(
             name: "MicroHTTP",
@@ -60,11 +72,13 @@ let package = Package(
                 "JSONText",
                 "Locking",
                 "Platform",
+                "Telemetry",
                 "CMicroHTTPD",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -141,6 +155,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -178,8 +193,10 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "OTel", package: "swift-otel"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings,
@@ -238,7 +255,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/Support",
-            exclude: ["moto_server.py", "postgres_server.py", "webhook_receiver.py"],
+            exclude: ["moto_server.py", "otlp_receiver.py", "postgres_server.py", "webhook_receiver.py"],
             swiftSettings: swiftSettings
         ),
 
@@ -247,6 +264,7 @@ let package = Package(
             dependencies: [
                 "Locking",
                 "MicroHTTP",
+                "Telemetry",
                 "HeraldTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

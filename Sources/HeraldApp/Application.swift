@@ -25,7 +25,7 @@ public struct Application: Sendable {
     public let cleaner: ObjectCleaner
     /// Where published media go: the one `--store` names, or the one the caller gave.
     public let store: any MediaStore
-    /// In start order; a `ServiceGroup` shuts them down in reverse: readiness, the server, the runner, the webhook
+    /// In start order; a `ServiceGroup` shuts them down in reverse (the trace export last, with every span sent): readiness, the server, the runner, the webhook
     /// dispatcher (after the runner: the jobs that end during its grace still make deliveries), the sweeper, the key-use
     /// writer, the object clean-up (after the runner, whose uploads wait for its DELETEs), then the store (S3 only).
     public let services: [any Service]
@@ -66,6 +66,12 @@ public struct Application: Sendable {
                 atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw ConfigurationError("--data-dir \(configuration.dataDirectory): \(error.localizedDescription)")
+        }
+        // Before anything that could fail after it: its exporter owns an HTTP client, shut down by its service.
+        let traces = try configuration.otlpEndpoint.map {
+            try TraceExport(
+                endpoint: $0, replicaID: configuration.replicaID, version: HeraldConfiguration.version, delay: configuration.traceExportDelay,
+                timeout: configuration.traceExportTimeout, logger: logger)
         }
         let (storage, storageServices) = try await openStorage(configuration, logger: logger)
         // One server per data directory: taken before anything runs, held as long as the application lives.
@@ -191,7 +197,8 @@ public struct Application: Sendable {
                 trustedProxies: TrustedProxies(configuration.trustedProxies),
                 // Request lines in the log's format, buffered off the HTTP thread; none below `info`.
                 accessLog: configuration.logLevel <= .info
-                    ? AccessLog(format: configuration.logFormat == .json ? .json : .text, label: logger.label) : nil
+                    ? AccessLog(format: configuration.logFormat == .json ? .json : .text, label: logger.label) : nil,
+                tracer: traces?.tracer
             ),
             logger: logger,
             onListening: onListening
@@ -206,7 +213,8 @@ public struct Application: Sendable {
             dispatcher: dispatcher,
             cleaner: cleaner,
             store: store,
-            services: storageServices + storeServices + shares + [cleaner, authenticator, sweeper, dispatcher, runner, server, readiness],
+            services: (traces.map { [$0.service] } ?? []) + storageServices + storeServices + shares
+                + [cleaner, authenticator, sweeper, dispatcher, runner, server, readiness],
             initialKey: initialKey,
             lock: lock,
             events: events,

@@ -68,6 +68,13 @@ public struct HeraldConfiguration: Sendable {
     public var stagedMediaTTL: Int
     /// Bytes kept free on the data directory's filesystem: an upload that would leave less gets a 507.
     public var minFreeDisk: Int
+    /// Where traces go over OTLP/HTTP (`URL/v1/traces`); nil: no tracing, and no cost on any request.
+    public var otlpEndpoint: String?
+    /// How long a finished span waits to go out in a batch (no flag: the contract's 5 s; tests shorten it).
+    public var traceExportDelay: Duration
+    /// How long one export may take before its batch is given up (no flag; also the most a shutdown waits for the
+    /// last spans).
+    public var traceExportTimeout: Duration
     /// Server-Sent Events streams open at once.
     public var maxStreams: Int
     /// How often an idle event stream gets a comment line (no flag: the contract says at least every 15 seconds).
@@ -120,6 +127,9 @@ public struct HeraldConfiguration: Sendable {
         trustedProxies: [AddressRange] = [],
         stagedMediaTTL: Int = 86_400,
         minFreeDisk: Int = 1 << 30,
+        otlpEndpoint: String? = nil,
+        traceExportDelay: Duration = .seconds(5),
+        traceExportTimeout: Duration = .seconds(5),
         maxStreams: Int = 500,
         eventKeepAlive: Duration = .seconds(15),
         webhookTimeout: Int = 10,
@@ -163,6 +173,9 @@ public struct HeraldConfiguration: Sendable {
         self.trustedProxies = trustedProxies
         self.stagedMediaTTL = stagedMediaTTL
         self.minFreeDisk = minFreeDisk
+        self.otlpEndpoint = otlpEndpoint
+        self.traceExportDelay = traceExportDelay
+        self.traceExportTimeout = traceExportTimeout
         self.maxStreams = maxStreams
         self.eventKeepAlive = eventKeepAlive
         self.webhookTimeout = webhookTimeout

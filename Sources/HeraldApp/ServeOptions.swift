@@ -180,6 +180,13 @@ extension HeraldConfiguration {
             help:
                 "Bytes kept free on the disk that holds staged uploads (the data directory's; with --database, a file:// store's); uploads that would use them get 507."
         ),
+        .custom(
+            "otlp-endpoint", defaultText: "unset: no tracing",
+            help: "OTLP/HTTP collector (http://HOST:4318): every request, job, upload and webhook delivery traced to URL/v1/traces."
+        ) { configuration, text throws(ConfigurationError) in
+            guard text.hasPrefix("http://") || text.hasPrefix("https://") else { throw ConfigurationError("must be an http:// or https:// URL") }
+            configuration.otlpEndpoint = text
+        }.variable("OTEL_EXPORTER_OTLP_ENDPOINT"),
     ]
 
     /// The configuration `arguments` (flags: `--name value`, `--name=value`, a switch alone) and `environment` give:

@@ -1,6 +1,7 @@
 import JSONText
 import Platform
 import Synchronization
+public import Telemetry
 
 /// The access log: one line per request, in the same text or JSON shape as the process's other log lines, written
 /// into a buffer that the server's run loop writes out every 100 ms, never by the HTTP thread.
@@ -30,9 +31,12 @@ public final class AccessLog: Sendable {
         public var client: String?
         /// libmicrohttpd's termination code when the request did not complete normally.
         public var termination: Int?
+        /// The request's span, when the server traces: its `trace_id` and `span_id`.
+        public var trace: TraceParent?
 
         public init(
-            method: String, path: Substring, status: Int?, bytes: Int?, microseconds: Int, requestID: String, client: String?, termination: Int?
+            method: String, path: Substring, status: Int?, bytes: Int?, microseconds: Int, requestID: String, client: String?, termination: Int?,
+            trace: TraceParent? = nil
         ) {
             self.method = method
             self.path = path
@@ -42,6 +46,7 @@ public final class AccessLog: Sendable {
             self.requestID = requestID
             self.client = client
             self.termination = termination
+            self.trace = trace
         }
     }
 
@@ -134,11 +139,19 @@ public final class AccessLog: Sendable {
         buffer.bytes.append(contentsOf: entry.path.utf8)
         buffer.bytes.append(contentsOf: " request_id=".utf8)
         buffer.bytes.append(contentsOf: entry.requestID.utf8)
+        if let trace = entry.trace {
+            buffer.bytes.append(contentsOf: " span_id=".utf8)
+            buffer.bytes.append(contentsOf: trace.spanID.utf8)
+        }
         buffer.bytes.append(contentsOf: " status=".utf8)
         if let status = entry.status { Self.appendDecimal(status, to: &buffer.bytes) } else { buffer.bytes.append(contentsOf: "aborted".utf8) }
         if let termination = entry.termination {
             buffer.bytes.append(contentsOf: " termination=".utf8)
             Self.appendDecimal(termination, to: &buffer.bytes)
+        }
+        if let trace = entry.trace {
+            buffer.bytes.append(contentsOf: " trace_id=".utf8)
+            buffer.bytes.append(contentsOf: trace.traceID.utf8)
         }
         buffer.bytes.append(contentsOf: " [MicroHTTP] request\n".utf8)
     }
@@ -163,12 +176,22 @@ public final class AccessLog: Sendable {
         Self.appendJSONString(entry.path, to: &buffer.bytes)
         buffer.bytes.append(contentsOf: #","request_id":"#.utf8)
         Self.appendJSONString(entry.requestID[...], to: &buffer.bytes)
+        if let trace = entry.trace {
+            buffer.bytes.append(contentsOf: #","span_id":""#.utf8)
+            buffer.bytes.append(contentsOf: trace.spanID.utf8)
+            buffer.bytes.append(UInt8(ascii: "\""))
+        }
         buffer.bytes.append(contentsOf: #","status":""#.utf8)
         if let status = entry.status { Self.appendDecimal(status, to: &buffer.bytes) } else { buffer.bytes.append(contentsOf: "aborted".utf8) }
         buffer.bytes.append(UInt8(ascii: "\""))
         if let termination = entry.termination {
             buffer.bytes.append(contentsOf: #","termination":""#.utf8)
             Self.appendDecimal(termination, to: &buffer.bytes)
+            buffer.bytes.append(UInt8(ascii: "\""))
+        }
+        if let trace = entry.trace {
+            buffer.bytes.append(contentsOf: #","trace_id":""#.utf8)
+            buffer.bytes.append(contentsOf: trace.traceID.utf8)
             buffer.bytes.append(UInt8(ascii: "\""))
         }
         buffer.bytes.append(contentsOf: "}\n".utf8)

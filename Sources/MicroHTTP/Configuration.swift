@@ -1,3 +1,5 @@
+public import Tracing
+
 /// How a ``Server`` listens and what it protects itself against.
 ///
 /// libmicrohttpd 0.9.75 has no connection timeout, no per-IP limit and no body limit by default: every one is set here.
@@ -37,6 +39,8 @@ public struct ServerConfiguration: Sendable {
     /// Where each request's line goes (at the logger's `info` level): buffered and written by the server's run loop.
     /// Without one, lines go through the logger, one `logger.info` per request.
     public var accessLog: AccessLog?
+    /// Traces each request as a server span when set; nil costs nothing.
+    public var tracer: (any Tracer)?
 
     /// A certificate chain and its private key, PEM text.
     public struct TLS: Sendable, Hashable {
@@ -65,7 +69,8 @@ public struct ServerConfiguration: Sendable {
         connectionMemoryLimit: Int = 32 << 10,
         tls: TLS? = nil,
         trustedProxies: TrustedProxies = TrustedProxies(),
-        accessLog: AccessLog? = nil
+        accessLog: AccessLog? = nil,
+        tracer: (any Tracer)? = nil
     ) {
         self.host = host
         self.port = port
@@ -78,6 +83,7 @@ public struct ServerConfiguration: Sendable {
         self.maxHeaderSize = maxHeaderSize
         self.connectionMemoryLimit = connectionMemoryLimit
         self.tls = tls
+        self.tracer = tracer
         self.trustedProxies = trustedProxies
         self.accessLog = accessLog
     }

@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import Platform
 import Synchronization
+import Telemetry
 
 /// A running libmicrohttpd daemon and the state its C threads share with Swift tasks.
 final class Daemon: Sendable {
@@ -141,7 +142,8 @@ final class Daemon: Sendable {
             requestID: exchange.request.id,
             client: exchange.request.remoteAddress,
             logger: logger,
-            termination: termination
+            termination: termination,
+            trace: exchange.request.trace
         )
         for continuation in drained { continuation.resume() }
     }
@@ -157,9 +159,11 @@ final class Daemon: Sendable {
         requestID: String,
         client: String?,
         logger: Logger,
-        termination: MHD_RequestTerminationCode
+        termination: MHD_RequestTerminationCode,
+        trace: RequestTrace?
     ) {
         let elapsed = ContinuousClock.now - started
+        trace?.end(status: status)
         let statusLabel = status.map(String.init) ?? "aborted"
         let key = MeterKey(method: method.rawValue, route: route, status: status)
         let meter = meters.withLock { meters in
@@ -179,7 +183,8 @@ final class Daemon: Sendable {
             accessLog.record(
                 AccessLog.Entry(
                     method: method.rawValue, path: path, status: status, bytes: bytes, microseconds: Int(micros), requestID: requestID,
-                    client: client, termination: termination == .REQUEST_TERMINATED_COMPLETED_OK ? nil : Int(termination.rawValue)))
+                    client: client, termination: termination == .REQUEST_TERMINATED_COMPLETED_OK ? nil : Int(termination.rawValue),
+                    trace: trace?.traceparent))
             return
         }
         // One literal with every member: added one by one, the dictionary grows and rehashes on the way.
@@ -189,6 +194,10 @@ final class Daemon: Sendable {
             "client": "\(client ?? "-")",
         ]
         if termination != .REQUEST_TERMINATED_COMPLETED_OK { metadata["termination"] = "\(termination.rawValue)" }
+        if let traceparent = trace?.traceparent {
+            metadata["trace_id"] = "\(traceparent.traceID)"
+            metadata["span_id"] = "\(traceparent.spanID)"
+        }
         logger.info("request", metadata: metadata)
     }
 
@@ -225,6 +234,9 @@ final class Daemon: Sendable {
         let peer = knownPeer ?? herald_client_address(pointer).flatMap(SocketAddress.describe)
         let client = peer.map { configuration.trustedProxies.client(peer: $0, forwardedFor: head.forwardedFor) }
         let requestID = RequestID.accept(head.requestID) ?? RequestID.generate()
+        let trace = configuration.tracer.map {
+            RequestTrace.start(tracer: $0, method: rawMethod, path: url, fields: head.fields, client: client, secure: configuration.tls != nil)
+        }
         let connection = Connection(pointer: pointer)
         let method = HTTPRequest.Method(rawMethod)
         let httpRequest = HTTPRequest(method: method ?? .get, scheme: nil, authority: head.hosts.first, path: url, headerFields: head.fields)
@@ -232,7 +244,7 @@ final class Daemon: Sendable {
         let reject = { (error: HTTPError, route: String, close: Bool) -> MHD_Result in
             self.answerAtOnce(
                 error, connection: connection, close: close, request: httpRequest, route: route, requestID: requestID, client: client,
-                started: started, logger: logger)
+                started: started, logger: logger, trace: trace)
         }
 
         // Checked first: heads past the budget are refused before their fields are looked at.
@@ -258,6 +270,7 @@ final class Daemon: Sendable {
         let declaredLength = contentLengths.first.flatMap { Int($0) }
         let hasBody = !transferEncodings.isEmpty || (declaredLength ?? 0) > 0
         var request = Request(head: httpRequest, id: requestID, query: head.query, remoteAddress: client, logger: logger)
+        request.trace = trace
         let route: Router.Route
         let limit: Int
         switch router.dispatch(&request, declaredLength: declaredLength, defaultBodyLimit: configuration.maxBodySize) {
@@ -265,6 +278,7 @@ final class Daemon: Sendable {
             return refuse(error, route: label, request: request, hasBody: hasBody, connection: connection, started: started, slot: slot)
         case .route(let found, let bodyLimit):
             (route, limit) = (found, bodyLimit)
+            trace?.routed(method: rawMethod, template: found.template)
         }
         if !hasBody, let response = Router.runImmediately(route, request) {
             // Queued on the next call: one queued during this first call makes libmicrohttpd close the connection.
@@ -299,7 +313,7 @@ final class Daemon: Sendable {
         guard !hasBody else {
             return answerAtOnce(
                 error, connection: connection, close: true, request: request.head, route: route, requestID: request.id,
-                client: request.remoteAddress, started: started, logger: logger)
+                client: request.remoteAddress, started: started, logger: logger, trace: request.trace)
         }
         slot.pointee = Unmanaged.passRetained(HeldAnswer(response: error.response, request: request, route: route, started: started)).toOpaque()
         return .YES
@@ -315,11 +329,12 @@ final class Daemon: Sendable {
         requestID: String,
         client: String?,
         started: ContinuousClock.Instant,
-        logger: Logger
+        logger: Logger,
+        trace: RequestTrace?
     ) -> MHD_Result {
         queueAtOnce(
             error.response, connection: connection, close: close, method: request.method, path: Substring(request.path ?? "/"),
-            route: route, requestID: requestID, client: client, started: started, logger: logger)
+            route: route, requestID: requestID, client: client, started: started, logger: logger, trace: trace)
     }
 
     /// Queues what an immediate handler answered, from libmicrohttpd's thread: no exchange, no task.
@@ -333,7 +348,7 @@ final class Daemon: Sendable {
         return queueAtOnce(
             // The daemon's logger: `record` adds the request id itself, and `request.logger` would build a logger per request.
             response, connection: connection, close: false, method: request.head.method, path: request.path, route: answer.route,
-            requestID: request.id, client: request.remoteAddress, started: answer.started, logger: logger)
+            requestID: request.id, client: request.remoteAddress, started: answer.started, logger: logger, trace: request.trace)
     }
 
     /// Queues a buffered response from libmicrohttpd's thread, with no exchange, and records it.
@@ -347,7 +362,8 @@ final class Daemon: Sendable {
         requestID: String,
         client: String?,
         started: ContinuousClock.Instant,
-        logger: Logger
+        logger: Logger,
+        trace: RequestTrace?
     ) -> MHD_Result {
         var response = response
         stamp(&response, requestID: requestID, close: close)
@@ -364,7 +380,8 @@ final class Daemon: Sendable {
             requestID: requestID,
             client: client,
             logger: logger,
-            termination: .REQUEST_TERMINATED_COMPLETED_OK
+            termination: .REQUEST_TERMINATED_COMPLETED_OK,
+            trace: trace
         )
         return queued ? .YES : .NO
     }

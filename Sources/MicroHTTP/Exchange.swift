@@ -2,6 +2,7 @@ import CMicroHTTPD
 import HTTPTypes
 import Logging
 import Synchronization
+import Tracing
 
 /// One request on one connection, from its head to the completed callback.
 ///
@@ -298,7 +299,13 @@ final class Exchange: BodySource, Sendable {
     private func run() async {
         var request = request
         request.body = RequestBody(source: self, declaredLength: declaredLength)
-        var response = await Router.run(route, request)
+        // Traced, the handler runs within the request's span: what it starts (a job's link, a store's request) is its child.
+        var response: Response
+        if let trace = request.trace {
+            response = await ServiceContext.withValue(trace.span.context) { [request, route] in await Router.run(route, request) }
+        } else {
+            response = await Router.run(route, request)
+        }
         server.stamp(&response, requestID: request.id)
         var sink: StreamSink?
         var produce: (@Sendable (ResponseBodyWriter) async throws -> Void)?

@@ -2,6 +2,7 @@ public import HTTPTypes
 public import Logging
 import Platform
 import Synchronization
+import Telemetry
 
 /// One HTTP request as a handler sees it.
 public struct Request: Sendable {
@@ -15,11 +16,13 @@ public struct Request: Sendable {
     public var query: [(name: String, value: String?)]
     /// The body, read as it arrives.
     public var body: RequestBody
-    /// A logger carrying this request's id (attached when asked for: most requests never log).
+    /// A logger carrying this request's id, and its trace's ids when traced (attached when asked for: most requests
+    /// never log).
     public var logger: Logger {
         get {
             var logger = baseLogger
             logger[metadataKey: "request_id"] = "\(id)"
+            trace?.traceparent?.annotate(&logger)
             return logger
         }
         set { baseLogger = newValue }
@@ -31,6 +34,8 @@ public struct Request: Sendable {
     ///
     /// An object: one reference wide, set and read without boxing (the gate hands out one per caller, not per request).
     public var principal: (any AnyObject & Sendable)?
+    /// The request's server span; nil when the server does not trace.
+    public var trace: RequestTrace?
 
     public init(
         head: HTTPRequest,

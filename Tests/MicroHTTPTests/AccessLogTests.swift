@@ -1,4 +1,5 @@
 import Foundation
+import Telemetry
 import Testing
 
 @testable import MicroHTTP
@@ -61,6 +62,42 @@ struct AccessLogTests {
             lines[1].drop { $0 != " " }
                 == " info herald: bytes=- client=- duration_us=41 method=GET path=/v1/jobs/abc request_id=f93d2 status=aborted termination=2 [MicroHTTP] request"
         )
+    }
+
+    @Test func aTracedRequestsLineCarriesItsTraceAndSpanIDs() throws {
+        var traced = Self.entry
+        traced.trace = TraceParent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+        try #require(traced.trace != nil)
+        let text = try Pipe2()
+        let textLog = AccessLog(format: .text, label: "herald", descriptor: text.write)
+        textLog.record(traced)
+        textLog.flush()
+        // In key order, as swift-log writes metadata: span_id after request_id, trace_id last.
+        #expect(
+            text.drain().drop { $0 != " " }
+                == " info herald: bytes=814 client=127.0.0.1 duration_us=41 method=GET path=/v1/jobs/abc request_id=f93d2 "
+                + "span_id=b7ad6b7169203331 status=200 trace_id=0af7651916cd43dd8448eb211c80319c [MicroHTTP] request\n")
+        let json = try Pipe2()
+        let jsonLog = AccessLog(format: .json, label: "herald", descriptor: json.write)
+        jsonLog.record(traced)
+        jsonLog.flush()
+        let line = json.drain()
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+        #expect(object["trace_id"] == "0af7651916cd43dd8448eb211c80319c" && object["span_id"] == "b7ad6b7169203331")
+        #expect(line.range(of: #""request_id":"f93d2","span_id":"b7ad6b7169203331","status":"200","trace_id":"#) != nil, "\(line)")
+    }
+
+    @Test func traceParentsAreReadOnlyInTheirW3CShape() {
+        let valid = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        #expect(TraceParent(valid)?.traceID == "0af7651916cd43dd8448eb211c80319c")
+        #expect(TraceParent(valid)?.spanID == "b7ad6b7169203331")
+        for invalid in [
+            "", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            "00_0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01x",
+            "00-0af7651916cd43dd8448eb211c80319g-b7ad6b7169203331-01",
+        ] {
+            #expect(TraceParent(invalid) == nil, "\(invalid)")
+        }
     }
 
     @Test func jsonLinesAreObjectsWithEveryFieldAString() throws {

@@ -2,6 +2,7 @@ import HTTPTypes
 import HeraldCore
 public import MicroHTTP
 import Synchronization
+import Tracing
 
 /// The trust boundary in front of `/v1/`: the failed-authentication limit per client address, the key, the
 /// per-key rate limit, then (once the route is known) the scope. Everything else (`/healthz`, `/metrics`, …) passes.
@@ -57,6 +58,7 @@ public final class AccessGate: Gate {
         guard Self.isAPI(request.path) else { return nil }
         guard case .keys(let authenticator) = mode else {
             request.principal = Caller.unauthenticated
+            request.trace?.span.attributes["herald.tenant"] = Caller.unauthenticated.tenant.rawValue
             return nil
         }
         let now = ContinuousClock.now
@@ -88,6 +90,7 @@ public final class AccessGate: Gate {
                 retryAfter: retryAfter, policy: keyPolicy, detail: "this key made more than \(Int(keyLimit.rate)) requests a second; retry later")
         }
         request.principal = caller
+        request.trace?.span.attributes["herald.tenant"] = caller.tenant.rawValue
         return nil
     }
 

@@ -1,0 +1,50 @@
+import HTTPTypes
+public import Telemetry
+public import Tracing
+
+/// The server span of one request, while the server traces (``ServerConfiguration/tracer``).
+public struct RequestTrace: Sendable {
+    /// The span: a handler adds attributes to it, and the spans of its work are its children.
+    public let span: any Span
+    /// The span's `traceparent`: what a job keeps to link its run to this request, and the ids of its log lines.
+    public let traceparent: TraceParent?
+
+    /// Starts the span of a request whose head just arrived, continuing the trace its `traceparent` names (if any).
+    static func start(tracer: any Tracer, method: String, path: String, fields: HTTPFields, client: String?, secure: Bool) -> RequestTrace {
+        var context = ServiceContext.topLevel
+        tracer.extract(fields, into: &context, using: FieldsExtractor())
+        // Named by the method until the route is known (the semantic conventions' `{method} {http.route}`).
+        let span = tracer.startSpan(method, context: context, ofKind: .server)
+        span.attributes["http.request.method"] = method
+        span.attributes["url.path"] = path
+        span.attributes["url.scheme"] = secure ? "https" : "http"
+        if let client { span.attributes["client.address"] = client }
+        return RequestTrace(span: span, traceparent: TraceParent(of: span.context, tracer: tracer))
+    }
+
+    /// The route the request took: the span's name and `http.route`.
+    func routed(method: String, template: String) {
+        span.operationName = "\(method) \(template)"
+        span.attributes["http.route"] = template
+    }
+
+    /// Ends the span with the answer's status (nil: the client left before one was sent).
+    func end(status: Int?) {
+        if let status {
+            span.attributes["http.response.status_code"] = status
+            // A server span is an error for a 5xx only: a 4xx is the client's.
+            if status >= 500 { span.setStatus(SpanStatus(code: .error)) }
+        } else {
+            span.attributes["error.type"] = "aborted"
+            span.setStatus(SpanStatus(code: .error, message: "the connection closed before the answer was sent"))
+        }
+        span.end()
+    }
+
+    /// Reads `traceparent` and `tracestate` from a request's header fields.
+    private struct FieldsExtractor: Extractor {
+        func extract(key: String, from carrier: HTTPFields) -> String? {
+            HTTPField.Name(key).flatMap { carrier[$0] }
+        }
+    }
+}
