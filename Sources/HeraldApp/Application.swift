@@ -8,6 +8,7 @@ public import Prometheus
 public import Publishing
 import SQLiteStorage
 public import ServiceLifecycle
+public import Tracing
 import UnixSignals
 
 /// Herald assembled: storage opened and migrated, routes registered, services ready for a `ServiceGroup`.
@@ -82,7 +83,7 @@ public struct Application: Sendable {
             throw ConfigurationError("\(error)")
         }
         // Made last of what can fail: an S3 store owns an HTTP client, which must be shut down once made.
-        let store = try store ?? makeStore(configuration, logger: logger)
+        let store = try store ?? makeStore(configuration, tracer: traces?.tracer, logger: logger)
         let cleaner = ObjectCleaner(deletions: storage.objectDeletions, store: store, logger: logger)
         let runner = JobRunner(
             jobs: storage.jobs,
@@ -105,7 +106,8 @@ public struct Application: Sendable {
                 staging: configuration.stagedBytes,
                 runnerID: configuration.replicaID,
                 // On SQLite this process holds the lock: no other can be running the jobs a crash left `running`.
-                reclaimAtStart: configuration.database == nil ? .everyJob : .ownJobs
+                reclaimAtStart: configuration.database == nil ? .everyJob : .ownJobs,
+                tracer: traces?.tracer
             ),
             logger: logger
         )
@@ -152,7 +154,7 @@ public struct Application: Sendable {
                 timeout: .seconds(configuration.webhookTimeout), attempts: configuration.webhookAttempts,
                 allowPrivate: configuration.webhookAllowPrivate, retry: .webhookDeliveries(base: configuration.webhookRetryBase),
                 shutdownGrace: .seconds(configuration.shutdownGrace), tls: configuration.webhookTLS, replica: configuration.replicaID,
-                isSoleProcess: configuration.database == nil),
+                isSoleProcess: configuration.database == nil, tracer: traces?.tracer),
             resolver: configuration.webhookResolver, version: HeraldConfiguration.version, logger: logger)
         WebhookRoutes(
             service: WebhookService(
@@ -278,7 +280,7 @@ public struct Application: Sendable {
     }
 
     /// The media store `--store` names: `file://PATH` (default `<data-dir>/objects`) or `s3://BUCKET?endpoint=…&region=…`.
-    public static func makeStore(_ configuration: HeraldConfiguration, logger: Logger) throws -> any MediaStore {
+    public static func makeStore(_ configuration: HeraldConfiguration, tracer: (any Tracer)? = nil, logger: Logger) throws -> any MediaStore {
         let spec = configuration.store ?? "file://\(configuration.dataDirectory)/objects"
         if spec.hasPrefix("file://") {
             return FileMediaStore(root: String(spec.dropFirst("file://".count)), publicBaseURL: configuration.publicBaseURL)
@@ -295,6 +297,7 @@ public struct Application: Sendable {
                 configuration: s3,
                 // Every upload that may run at once, plus room for clean-up deletes.
                 maxConnections: configuration.workers * configuration.uploadConcurrency + 4,
+                tracer: tracer,
                 logger: logger
             )
         } catch {

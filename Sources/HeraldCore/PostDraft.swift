@@ -151,13 +151,17 @@ public struct PostRequest: Sendable, Equatable {
     public var scheduledAt: Timestamp?
     /// How urgently to publish.
     public var priority: Priority
+    /// The W3C `traceparent` of the traced request that asked, kept with the job for its run to link to; not part of
+    /// what an `Idempotency-Key` binds.
+    public var traceparent: String?
 
     /// Creates a request.
-    public init(text: String, mediaIDs: [MediaID], scheduledAt: Timestamp? = nil, priority: Priority = .normal) {
+    public init(text: String, mediaIDs: [MediaID], scheduledAt: Timestamp? = nil, priority: Priority = .normal, traceparent: String? = nil) {
         self.text = text
         self.mediaIDs = mediaIDs
         self.scheduledAt = scheduledAt
         self.priority = priority
+        self.traceparent = traceparent
     }
 
     /// The step that creates the post and its job (``Transition/schedule`` or ``Transition/enqueue``), and when the

@@ -137,8 +137,9 @@ public protocol PostRepository: Sendable {
     func list(tenant: Tenant, state: PostState?, limit: Int, after cursor: HeraldCore.Cursor?) async throws -> Page<Post>
     /// The problems of listed media ids (`index` in the draft, `id` as sent) that only the database can find.
     func mediaIssues(_ ids: [(index: Int, id: String)], tenant: Tenant) async throws -> [ValidationIssue]
-    /// A failed or cancelled post gets a new job, queued now.
-    func republish(id: PostID, tenant: Tenant, now: Timestamp) async throws -> Republication
+    /// A failed or cancelled post gets a new job, queued now; `traceparent` (the traced request's) is kept with it
+    /// (see ``PostRequest/traceparent``).
+    func republish(id: PostID, tenant: Tenant, now: Timestamp, traceparent: String?) async throws -> Republication
     /// What deleting the post would remove, or why it cannot be deleted now.
     func deletionPlan(id: PostID, tenant: Tenant) async throws -> PostDeletionPlan
     /// Deletes the post's rows in one transaction, re-checking that no job is active.
@@ -148,6 +149,11 @@ public protocol PostRepository: Sendable {
 }
 
 extension PostRepository {
+    /// Re-publishes for a request that was not traced.
+    public func republish(id: PostID, tenant: Tenant, now: Timestamp) async throws -> Republication {
+        try await republish(id: id, tenant: tenant, now: now, traceparent: nil)
+    }
+
     /// Creates a post of media staged before (no new media).
     public func create(_ request: PostRequest, tenant: Tenant, idempotency: IdempotencyRecord?, now: Timestamp) async throws -> PostCreation {
         try await create(request, tenant: tenant, newMedia: [], idempotency: idempotency, now: now)
@@ -276,11 +282,16 @@ public struct PendingDelivery: Sendable, Hashable {
     public var endpointDisabled: Bool
     /// The exact bytes to send and sign.
     public var body: [UInt8]
+    /// The `traceparent` of the request that made the job the event ends, when it was traced: each attempt's span links
+    /// to it.
+    public var traceparent: String?
 
     /// Creates a pending delivery.
     public init(
-        id: DeliveryID, webhookID: WebhookID, eventID: String, attempts: Int, url: String, secret: String, endpointDisabled: Bool, body: [UInt8]
+        id: DeliveryID, webhookID: WebhookID, eventID: String, attempts: Int, url: String, secret: String, endpointDisabled: Bool, body: [UInt8],
+        traceparent: String? = nil
     ) {
+        self.traceparent = traceparent
         self.id = id
         self.webhookID = webhookID
         self.eventID = eventID
@@ -472,14 +483,17 @@ public struct ClaimedJob: Sendable, Equatable {
     public var attempt: Int
     /// The post's media, in position order.
     public var media: [ClaimedMedia]
+    /// The `traceparent` of the request that made the job, when it was traced: the run's span links to it.
+    public var traceparent: String?
 
     /// Creates a claimed job.
-    public init(jobID: JobID, postID: PostID, runner: String, attempt: Int, media: [ClaimedMedia]) {
+    public init(jobID: JobID, postID: PostID, runner: String, attempt: Int, media: [ClaimedMedia], traceparent: String? = nil) {
         self.jobID = jobID
         self.postID = postID
         self.runner = runner
         self.attempt = attempt
         self.media = media
+        self.traceparent = traceparent
     }
 
     /// The claim's hold on the job, for the runner's writes.

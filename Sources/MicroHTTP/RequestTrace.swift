@@ -2,6 +2,12 @@ import HTTPTypes
 public import Telemetry
 public import Tracing
 
+extension Request {
+    /// The `traceparent` of this request's span when the server traces it: what work this request starts keeps, to
+    /// link its own spans to this request's.
+    public var traceparent: String? { trace?.traceparent?.description }
+}
+
 /// The server span of one request, while the server traces (``ServerConfiguration/tracer``).
 public struct RequestTrace: Sendable {
     /// The span: a handler adds attributes to it, and the spans of its work are its children.

@@ -140,7 +140,7 @@ struct PostgresPostRepository: PostRepository {
 
     // MARK: Re-publishing
 
-    func republish(id: PostID, tenant: Tenant, now: Timestamp) async throws -> Republication {
+    func republish(id: PostID, tenant: Tenant, now: Timestamp, traceparent: String?) async throws -> Republication {
         try await storage.write { transaction in
             // Locked: two re-publishes of one post take turns, and the second finds the first's job.
             guard
@@ -160,7 +160,7 @@ struct PostgresPostRepository: PostRepository {
                 return .conflict("Only a failed or cancelled post can be published again; this one is \(state.rawValue).")
             }
             let jobID = JobID.generate(at: now)
-            try await PostgresTransitions.republish(transaction, postID: id, priority: priority, jobID: jobID, now: now)
+            try await PostgresTransitions.republish(transaction, postID: id, priority: priority, jobID: jobID, traceparent: traceparent, now: now)
             return .queued(try await PostgresRows.postAndJob(transaction, postID: id, jobID: jobID))
         }
     }

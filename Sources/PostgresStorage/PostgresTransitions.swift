@@ -57,9 +57,10 @@ enum PostgresTransitions {
                     \(posts.map(\.request.priority.rawValue))::text[], \(posts.map(\.request.priority.rank))::bigint[],
                     \(posts.map { $0.request.scheduledAt != nil })::boolean[], \(posts.map { $0.request.scheduledAt ?? $0.now })::timestamptz[],
                     \(schedules.map(\.step.job.rawValue))::text[], \(schedules.map(\.runAt))::timestamptz[], \(posts.map(\.now))::timestamptz[],
-                    \(posts.map(\.request.mediaIDs.count))::bigint[], \(schedules.map { ($0.step.uploads?.to ?? .pending).rawValue })::text[])
+                    \(posts.map(\.request.mediaIDs.count))::bigint[], \(schedules.map { ($0.step.uploads?.to ?? .pending).rawValue })::text[],
+                    \(posts.map { $0.request.traceparent ?? "" })::text[])
                     AS given (post_id, job_id, tenant, text, post_state, priority, rank, has_scheduled_at, scheduled_at, job_state, run_at,
-                              created_at, media_count, upload_state)
+                              created_at, media_count, upload_state, traceparent)
             ), listed AS (
                 SELECT * FROM unnest(\(listed.map(\.post))::text[], \(listed.map(\.id))::text[], \(listed.map(\.position))::bigint[])
                     AS listed (post_id, id, position)
@@ -86,8 +87,8 @@ enum PostgresTransitions {
                 RETURNING media.post_id AS media_post_id, media.id AS media_id, media.content_type, media.size, media.sha256,
                     media.description, media.state AS media_state, media.url, media.created_at AS media_created_at, media.position
             ), job AS (
-                INSERT INTO jobs (id, tenant, post_id, state, priority, run_at, created_at)
-                SELECT job_id, tenant, post_id, job_state, rank, run_at, created_at FROM chosen
+                INSERT INTO jobs (id, tenant, post_id, state, priority, run_at, created_at, traceparent)
+                SELECT job_id, tenant, post_id, job_state, rank, run_at, created_at, nullif(traceparent, '') FROM chosen
                 RETURNING \(unescaped: PostgresRows.jobColumns)
             ), uploads AS (
                 INSERT INTO uploads (job_id, media_id, state)
@@ -131,8 +132,11 @@ enum PostgresTransitions {
     }
 
     /// A failed or cancelled post gets a new job that runs now, with fresh uploads; the post points at it.
-    static func republish(_ transaction: Transaction, postID: PostID, priority: Priority, jobID: JobID, now: Timestamp) async throws {
-        try await insertJob(transaction, .enqueue, jobID: jobID, postID: postID, priority: priority, runAt: now, now: now)
+    static func republish(
+        _ transaction: Transaction, postID: PostID, priority: Priority, jobID: JobID, traceparent: String?, now: Timestamp
+    ) async throws {
+        try await insertJob(
+            transaction, .enqueue, jobID: jobID, postID: postID, priority: priority, runAt: now, traceparent: traceparent, now: now)
         try await transaction.run(
             "UPDATE posts SET state = \(Transition.enqueue.post.rawValue), published_at = NULL, job_id = \(jobID) WHERE id = \(postID)")
         // Its objects are wanted again (the new job waits for a DELETE already under way: see ObjectCleaner).
@@ -226,7 +230,7 @@ enum PostgresTransitions {
                 UPDATE jobs SET state = \(step.job.rawValue), version = version + 1, attempt = attempt + 1,
                     locked_by = \(runner), locked_until = \(leaseUntil), started_at = coalesce(started_at, \(now))
                 FROM due WHERE jobs.id = due.id
-                RETURNING \(unescaped: PostgresRows.qualifiedJobColumns), jobs.tenant AS job_tenant, due.turn
+                RETURNING \(unescaped: PostgresRows.qualifiedJobColumns), jobs.tenant AS job_tenant, jobs.traceparent, due.turn
             ), posts_moved AS (
                 UPDATE posts SET state = \(step.post.rawValue), published_at = NULL FROM moved WHERE posts.id = moved.post_id
             ), media_moved AS (
@@ -265,7 +269,9 @@ enum PostgresTransitions {
             let uploads = media.map { Job.Upload(mediaID: $0.mediaID, state: uploads.to, attempts: $0.attempts, size: $0.size) }
             guard let job = Job(columns: JobRow(columns: first), uploads: uploads) else { throw UnreadableRow(table: "jobs", id: jobID.rawValue) }
             return (
-                claimed: ClaimedJob(jobID: jobID, postID: try first("post_id"), runner: runner, attempt: try first("attempt"), media: media),
+                claimed: ClaimedJob(
+                    jobID: jobID, postID: try first("post_id"), runner: runner, attempt: try first("attempt"), media: media,
+                    traceparent: try first("traceparent")),
                 written: WrittenJob(job: job, version: try first("version"), tenant: Tenant(uncheckedName: try first("job_tenant")))
             )
         }
@@ -508,12 +514,13 @@ enum PostgresTransitions {
 
     /// Inserts a job in `step`'s state, of its post's tenant, with one upload per attached medium of the post.
     private static func insertJob(
-        _ transaction: Transaction, _ step: Transition, jobID: JobID, postID: PostID, priority: Priority, runAt: Timestamp, now: Timestamp
+        _ transaction: Transaction, _ step: Transition, jobID: JobID, postID: PostID, priority: Priority, runAt: Timestamp,
+        traceparent: String?, now: Timestamp
     ) async throws {
         try await transaction.changeJobs(
             """
-            INSERT INTO jobs (id, tenant, post_id, state, priority, run_at, created_at)
-            SELECT \(jobID), tenant, id, \(step.job.rawValue), \(priority.rank), \(runAt), \(now) FROM posts WHERE id = \(postID)
+            INSERT INTO jobs (id, tenant, post_id, state, priority, run_at, created_at, traceparent)
+            SELECT \(jobID), tenant, id, \(step.job.rawValue), \(priority.rank), \(runAt), \(now), \(traceparent) FROM posts WHERE id = \(postID)
             RETURNING \(unescaped: Transaction.changed)
             """)
         if let uploads = step.uploads {

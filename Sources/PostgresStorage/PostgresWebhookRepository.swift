@@ -62,7 +62,7 @@ struct PostgresWebhookRepository: WebhookRepository {
     /// Inside the transaction that ends `jobID`: one event, and a delivery to each of its tenant's endpoints that takes
     /// the event's type and is not disabled. Nothing when there is none.
     static func enqueue(_ transaction: Transaction, jobID: JobID, postID: PostID) async throws {
-        guard let row = try await transaction.row("SELECT tenant, state FROM jobs WHERE id = \(jobID)"),
+        guard let row = try await transaction.row("SELECT tenant, state, traceparent FROM jobs WHERE id = \(jobID)"),
             let state = JobState(rawValue: try row("state")), let type = WebhookEventType(ending: state)
         else { return }
         let endpoints: [String] = try await transaction.rows(
@@ -79,7 +79,10 @@ struct PostgresWebhookRepository: WebhookRepository {
         let event = WebhookEvent(type: type, timestamp: job.finishedAt ?? now, job: job, post: post)
         let eventID = Identifier.generate(at: now)
         try await transaction.run(
-            "INSERT INTO webhook_events (id, type, body, created_at) VALUES (\(eventID), \(type.rawValue), \(ByteBuffer(bytes: event.json)), \(now))")
+            """
+            INSERT INTO webhook_events (id, type, body, created_at, traceparent)
+            VALUES (\(eventID), \(type.rawValue), \(ByteBuffer(bytes: event.json)), \(now), \(try row("traceparent", as: String?.self)))
+            """)
         let deliveries = endpoints.map { _ in DeliveryID.generate(at: now).rawValue }
         try await transaction.run(
             """
@@ -102,7 +105,7 @@ struct PostgresWebhookRepository: WebhookRepository {
                 UPDATE webhook_deliveries d SET next_attempt_at = \(leaseUntil), claimed_by = \(replica) FROM due WHERE d.id = due.id
                 RETURNING d.id, d.webhook_id, d.event_id, d.attempts, d.created_at
             )
-            SELECT c.id, c.webhook_id, c.event_id, c.attempts, w.url, w.secret, w.disabled, e.body
+            SELECT c.id, c.webhook_id, c.event_id, c.attempts, w.url, w.secret, w.disabled, e.body, e.traceparent
             FROM claimed c JOIN webhooks w ON w.id = c.webhook_id JOIN webhook_events e ON e.id = c.event_id
             ORDER BY c.created_at, c.id
             """
@@ -111,7 +114,7 @@ struct PostgresWebhookRepository: WebhookRepository {
             return PendingDelivery(
                 id: try row("id"), webhookID: try row("webhook_id"), eventID: try row("event_id"), attempts: try row("attempts"),
                 url: try row("url"), secret: try row("secret"), endpointDisabled: try row("disabled"),
-                body: Array(buffer: try row("body", as: ByteBuffer.self)))
+                body: Array(buffer: try row("body", as: ByteBuffer.self)), traceparent: try row("traceparent"))
         }
     }
 

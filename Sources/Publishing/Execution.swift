@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import Platform
 import Synchronization
+import Tracing
 
 /// One job's run: the parent task that uploads every medium through a bounded task group, then commits or undoes.
 struct Execution: Sendable {
@@ -71,20 +72,38 @@ struct Execution: Sendable {
             tries += 1
             jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploading, attempts: attempts, error: nil)
             let started = ContinuousClock.now
+            let span = configuration.tracer.map { Self.startSpan(of: media, attempt: attempts, tracer: $0) }
+            var spanOpen = span != nil
+            /// Ends the attempt's span with what it came to (before a retry's wait, which is no part of it).
+            func endSpan(_ outcome: String, error: (any Error)? = nil) {
+                guard spanOpen, let span else { return }
+                spanOpen = false
+                span.attributes["herald.upload.outcome"] = outcome
+                if let error { span.recordError(error) }
+                if outcome != "uploaded" { span.setStatus(SpanStatus(code: .error)) }
+                span.end()
+            }
+            // Left any other way (the job's cancel, a shutdown): cancelled.
+            defer { endSpan("cancelled") }
             do {
                 let put = try await withTimeout(configuration.uploadTimeout) { [jobs, jobID = job.jobID, staging = configuration.staging] in
                     let progress: BytesTaken = { bytes in jobs.reportBytes(jobID: jobID, mediaID: media.mediaID, bytes: bytes) }
-                    return switch staging {
-                    case .directory: try await store.put(object, progress: progress)
-                    case .store: try await store.copy(object, fromStaged: media.stagingPath, progress: progress)
+                    // The store's requests are the attempt's children.
+                    return try await ServiceContext.withValue(span?.context ?? ServiceContext.current) {
+                        switch staging {
+                        case .directory: try await store.put(object, progress: progress)
+                        case .store: try await store.copy(object, fromStaged: media.stagingPath, progress: progress)
+                        }
                     }
                 }
                 guard let url = put else { throw MediaStoreError.timedOut(after: configuration.uploadTimeout) }
+                endSpan("uploaded")
                 Timer(label: "herald_upload_duration_seconds").record(duration: ContinuousClock.now - started)
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "uploaded")]).increment()
                 jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .uploaded, attempts: attempts, error: nil)
                 return (media.mediaID, StoredObject(key: object.key, url: url))
             } catch let error as MediaStoreError where error.isTransient && tries < configuration.uploadAttempts {
+                endSpan("retried", error: error)
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "retried")]).increment()
                 logger.notice(
                     "upload failed, will retry",
@@ -93,12 +112,22 @@ struct Execution: Sendable {
                 jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .pending, attempts: attempts, error: error.message)
                 try await Task.sleep(for: configuration.uploadRetry.delay(after: tries))
             } catch let error as MediaStoreError {
+                endSpan("failed", error: error)
                 Counter(label: "herald_uploads_total", dimensions: [("outcome", "failed")]).increment()
                 let code: JobErrorCode = error.errorCode == .stagedFileMissing ? .mediaMissing : .uploadFailed
                 jobs.updateUpload(jobID: job.jobID, mediaID: media.mediaID, state: .failed, attempts: attempts, error: error.message)
                 throw UploadFailure(mediaID: media.mediaID, code: code, message: error.message)
             }
         }
+    }
+
+    /// The span of one upload attempt, a child of the job's run.
+    private static func startSpan(of media: ClaimedMedia, attempt: Int, tracer: any Tracer) -> any Span {
+        let span = tracer.startSpan("upload", context: ServiceContext.current ?? .topLevel, ofKind: .internal)
+        span.attributes["herald.media.id"] = media.mediaID.rawValue
+        span.attributes["herald.media.bytes"] = Int(media.size)
+        span.attributes["herald.upload.attempt"] = attempt
+        return span
     }
 
     /// Writes the job's end: committed, failed (objects deleted), cancelled (objects deleted) or re-queued.

@@ -4,6 +4,8 @@ public import Logging
 import Metrics
 public import ServiceLifecycle
 import Synchronization
+import Telemetry
+public import Tracing
 
 /// How the runner works its queue.
 public struct RunnerConfiguration: Sendable {
@@ -34,6 +36,8 @@ public struct RunnerConfiguration: Sendable {
     /// Which running jobs go back to the queue at start, lease or not, so that they resume at once instead of after
     /// their lease.
     public var reclaimAtStart: StartReclaim
+    /// Traces each job run, its upload attempts and the store's requests when set; nil costs nothing.
+    public var tracer: (any Tracer)?
 
     /// Which running jobs a runner re-queues as it starts.
     public enum StartReclaim: Sendable {
@@ -60,8 +64,10 @@ public struct RunnerConfiguration: Sendable {
         uploadRetry: RetryStrategy = .uploads(),
         staging: StagedBytes,
         runnerID: String = "runner-" + Identifier.generate(),
-        reclaimAtStart: StartReclaim = .none
+        reclaimAtStart: StartReclaim = .none,
+        tracer: (any Tracer)? = nil
     ) {
+        self.tracer = tracer
         self.workers = workers
         self.tenantCap = tenantCap
         self.uploadConcurrency = uploadConcurrency
@@ -273,12 +279,37 @@ final class JobQueue: WorkQueue {
     }
 
     func work(_ job: ClaimedJob, control: WorkControl) async {
+        // Traced, the run is a span of its own trace, linked to the request that made the job; its lines carry its ids.
+        let span = configuration.tracer.map { Self.startSpan(of: job, tracer: $0) }
+        var logger = logger
+        if let span, let tracer = configuration.tracer { TraceParent(of: span.context, tracer: tracer)?.annotate(&logger) }
         logger.info("job started", metadata: ["job_id": "\(job.jobID)", "post_id": "\(job.postID)", "attempt": "\(job.attempt)"])
         let execution = Execution(
             job: job, control: control, jobs: jobs, store: store, cleaner: cleaner, configuration: configuration,
             logger: logger)
-        let outcome = await execution.run()
+        let outcome: Execution.Outcome
+        if let span {
+            outcome = await ServiceContext.withValue(span.context) { await execution.run() }
+            span.attributes["herald.job.outcome"] = outcome.rawValue
+            if outcome == .failed || outcome == .error { span.setStatus(SpanStatus(code: .error)) }
+            span.end()
+        } else {
+            outcome = await execution.run()
+        }
         Counter(label: "herald_jobs_finished_total", dimensions: [("outcome", outcome.rawValue)]).increment()
         logger.info("job finished", metadata: ["job_id": "\(job.jobID)", "outcome": "\(outcome.rawValue)"])
+    }
+
+    /// The span of one run of `job`: a consumer's (the job was taken from a queue), linked to the request's span.
+    private static func startSpan(of job: ClaimedJob, tracer: any Tracer) -> any Span {
+        let span = tracer.startSpan("publish", context: ServiceContext.topLevel, ofKind: .consumer)
+        span.attributes["herald.job.id"] = job.jobID.rawValue
+        span.attributes["herald.post.id"] = job.postID.rawValue
+        span.attributes["herald.job.attempt"] = job.attempt
+        // Stored with the job: whichever replica runs it, after whatever restart, links to the same request.
+        if let text = job.traceparent, let parent = TraceParent(text) {
+            span.addLink(SpanLink(context: parent.context(tracer: tracer), attributes: [:]))
+        }
+        return span
     }
 }

@@ -146,14 +146,15 @@ struct SQLiteJobRepository: JobRepository {
         guard limit > 0 else { return [] }
         return try await storage.write { db in
             let chosen = try Self.fairShare(db, upTo: limit, tenantCap: tenantCap, now: now)
-            let claimed = try db.cachedStatement(sql: "SELECT post_id, attempt FROM jobs WHERE id = ?")
+            let claimed = try db.cachedStatement(sql: "SELECT post_id, attempt, traceparent FROM jobs WHERE id = ?")
             return try chosen.map { candidate in
                 let jobID = JobID(rawValue: candidate.id)
                 guard let row = try Row.fetchOne(claimed, arguments: [candidate.id]) else { throw UnreadableRow(table: "jobs", id: candidate.id) }
                 let postID: PostID = row[0]
                 try Transitions.claim(db, jobID: jobID, postID: postID, runner: runner, leaseUntil: leaseUntil, now: now)
                 return ClaimedJob(
-                    jobID: jobID, postID: postID, runner: runner, attempt: (row[1] as Int) + 1, media: try Self.claimedMedia(db, jobID))
+                    jobID: jobID, postID: postID, runner: runner, attempt: (row[1] as Int) + 1, media: try Self.claimedMedia(db, jobID),
+                    traceparent: row[2])
             }
         }
     }

@@ -137,7 +137,7 @@ struct SQLitePostRepository: PostRepository {
 
     /// A `failed` or `cancelled` post gets a new job (queued, `run_at` now, the post's priority) with fresh uploads
     /// rows; the post becomes queued and points at the new job. Published, or a job active: conflict.
-    func republish(id: PostID, tenant: Tenant, now: Timestamp) async throws -> Republication {
+    func republish(id: PostID, tenant: Tenant, now: Timestamp, traceparent: String?) async throws -> Republication {
         try await storage.write { db in
             guard let post = try Rows.post(db, id: id, tenant: tenant) else { return .notFound }
             if post.state == .published { return .conflict("The post is already published.") }
@@ -152,7 +152,7 @@ struct SQLitePostRepository: PostRepository {
                 return .conflict("Only a failed or cancelled post can be published again; this one is \(post.state.rawValue).")
             }
             let jobID = JobID.generate(at: now)
-            try Transitions.republish(db, postID: id, priority: post.priority, jobID: jobID, now: now)
+            try Transitions.republish(db, postID: id, priority: post.priority, jobID: jobID, traceparent: traceparent, now: now)
             return .queued(try Self.postAndJob(db, postID: id, jobID: jobID))
         }
     }

@@ -76,7 +76,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
     /// takes the event's type and is not disabled. Nothing when there is none.
     static func enqueue(_ db: Database, jobID: JobID, postID: PostID) throws {
         guard
-            let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT tenant, state FROM jobs WHERE id = ?"), arguments: [jobID]),
+            let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT tenant, state, traceparent FROM jobs WHERE id = ?"), arguments: [jobID]),
             let state = JobState(rawValue: row["state"]), let type = WebhookEventType(ending: state)
         else { return }
         let endpoints = try String.fetchAll(
@@ -95,8 +95,8 @@ struct SQLiteWebhookRepository: WebhookRepository {
         let event = WebhookEvent(type: type, timestamp: job.finishedAt ?? now, job: job, post: post)
         let eventID = Identifier.generate(at: now)
         try db.run(
-            "INSERT INTO webhook_events (id, type, body, created_at) VALUES (?, ?, ?, ?)",
-            [eventID, type.rawValue, Data(event.json), now.rfc3339]
+            "INSERT INTO webhook_events (id, type, body, created_at, traceparent) VALUES (?, ?, ?, ?, ?)",
+            [eventID, type.rawValue, Data(event.json), now.rfc3339, row["traceparent"] as String?]
         )
         for endpoint in endpoints {
             try db.run(
@@ -131,7 +131,7 @@ struct SQLiteWebhookRepository: WebhookRepository {
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.disabled, e.body
+                    SELECT d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.disabled, e.body, e.traceparent
                     FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN webhook_events e ON e.id = d.event_id
                     WHERE d.id IN (\(databaseQuestionMarks(count: due.count))) AND d.next_attempt_at = ?
                     ORDER BY d.created_at, d.id
@@ -140,7 +140,8 @@ struct SQLiteWebhookRepository: WebhookRepository {
             return rows.map { row in
                 PendingDelivery(
                     id: row["id"], webhookID: row["webhook_id"], eventID: row["event_id"], attempts: row["attempts"], url: row["url"],
-                    secret: row["secret"], endpointDisabled: (row["disabled"] as Int) != 0, body: [UInt8](row["body"] as Data))
+                    secret: row["secret"], endpointDisabled: (row["disabled"] as Int) != 0, body: [UInt8](row["body"] as Data),
+                    traceparent: row["traceparent"])
             }
         }
     }

@@ -32,12 +32,15 @@ enum Transitions {
             )
             guard db.changesCount == 1 else { throw UnreadableRow(table: "media", id: mediaID.rawValue, reason: "could not be attached") }
         }
-        try insertJob(db, step, jobID: jobID, postID: postID, priority: request.priority, runAt: runAt, now: now)
+        try insertJob(
+            db, step, jobID: jobID, postID: postID, priority: request.priority, runAt: runAt, traceparent: request.traceparent, now: now)
     }
 
     /// A failed or cancelled post gets a new job that runs now, with fresh uploads; the post points at it.
-    static func republish(_ db: Database, postID: PostID, priority: Priority, jobID: JobID, now: Timestamp) throws {
-        try insertJob(db, .enqueue, jobID: jobID, postID: postID, priority: priority, runAt: now, now: now)
+    static func republish(
+        _ db: Database, postID: PostID, priority: Priority, jobID: JobID, traceparent: String?, now: Timestamp
+    ) throws {
+        try insertJob(db, .enqueue, jobID: jobID, postID: postID, priority: priority, runAt: now, traceparent: traceparent, now: now)
         try db.run("UPDATE posts SET state = ?, published_at = NULL, job_id = ? WHERE id = ?", [Transition.enqueue.post.rawValue, jobID, postID])
         // Its objects are wanted again (the new job waits for a DELETE already under way: see ObjectCleaner).
         try SQLiteObjectDeletionRepository.cancel(db, postID: postID)
@@ -145,14 +148,15 @@ enum Transitions {
 
     /// Inserts a job in `step`'s state, of its post's tenant, with one upload per attached medium of the post.
     private static func insertJob(
-        _ db: Database, _ step: Transition, jobID: JobID, postID: PostID, priority: Priority, runAt: Timestamp, now: Timestamp
+        _ db: Database, _ step: Transition, jobID: JobID, postID: PostID, priority: Priority, runAt: Timestamp, traceparent: String?,
+        now: Timestamp
     ) throws {
         try db.run(
             """
-            INSERT INTO jobs (id, post_id, state, priority, attempt, run_at, cancel_requested, created_at, tenant)
-            VALUES (?, ?, ?, ?, 0, ?, 0, ?, (SELECT tenant FROM posts WHERE id = ?))
+            INSERT INTO jobs (id, post_id, state, priority, attempt, run_at, cancel_requested, created_at, tenant, traceparent)
+            VALUES (?, ?, ?, ?, 0, ?, 0, ?, (SELECT tenant FROM posts WHERE id = ?), ?)
             """,
-            [jobID, postID, step.job.rawValue, priority.rank, runAt.rfc3339, now.rfc3339, postID]
+            [jobID, postID, step.job.rawValue, priority.rank, runAt.rfc3339, now.rfc3339, postID, traceparent]
         )
         if let uploads = step.uploads {
             try db.run(

@@ -4,6 +4,8 @@ import HeraldCore
 import HeraldTestSupport
 import NIOCore
 import NIOHTTP1
+import Publishing
+import Synchronization
 import Testing
 
 @testable import HeraldApp
@@ -166,6 +168,93 @@ struct TracingTests {
                 #expect(spans.allSatisfy { $0.traceID != "11111111111111111111111111111111" })
                 let root = try #require(spans.first { $0.name == "GET /healthz" })
                 #expect(root.parentSpanID.isEmpty && root.traceID.count == 32)
+            }
+        }
+    }
+
+    /// A publish with two media to the S3 fake (one PUT answered 503 once), and its webhook, followed end to end: the
+    /// request's span, the job's run linked to it, an upload attempt per try under the run, a client span per S3
+    /// request under its attempt with the `traceparent` S3 got, and the delivery's span linked to the request.
+    @Test func aPublishIsTracedFromItsRequestThroughItsJobUploadsAndWebhook() async throws {
+        let slowDown = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+        let puts = Mutex(0)
+        try await OTLPReceiver.with { traces in
+            try await WebhookReceiver.with { hooks in
+                try await FakeS3.with(react: { request in
+                    guard request.method == "PUT" else { return .respond(status: 200) }
+                    let first = puts.withLock { puts in
+                        puts += 1
+                        return puts == 1
+                    }
+                    return first ? .respond(status: 503, body: slowDown) : .respond(status: 200)
+                }) { s3 in
+                    try await withS3Herald(
+                        endpoint: s3.endpoint, bucket: "herald-media", credentials: S3PublishFaultTests.credentials,
+                        configure: { configuration in
+                            Self.traced(traces.base)(&configuration)
+                            configuration.webhookAllowPrivate = true
+                        }
+                    ) { base, _ in
+                        let hook = try await createWebhook(base, ["url": "\(hooks.base)/hook", "events": ["job.succeeded"]])
+                        #expect(hook.status == .created)
+                        #expect(try await exchange(.POST, "\(base)/v1/queue/pause").status == .ok)
+                        let media = [
+                            try await uploadMedia(base, pngBytes + Array(repeating: 1, count: 1000)),
+                            try await uploadMedia(base, pngBytes + Array(repeating: 2, count: 2000)),
+                        ]
+                        let trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+                        let created = try await exchange(
+                            .POST, "\(base)/v1/posts", contentType: "application/json",
+                            headers: [("traceparent", "00-\(trace)-00f067aa0ba902b7-01")],
+                            body: Array(try JSONSerialization.data(withJSONObject: ["text": "traced", "media_ids": media])))
+                        #expect(created.status == .accepted)
+                        let (post, job) = try postAndJob(created.json)
+                        let jobID = try #require(job["id"] as? String)
+                        let done = try await resumeAndWait(base, job: jobID)
+                        #expect(done["state"] as? String == "succeeded", "\(done)")
+                        let delivered = try #require(try await hooks.requests(atLeast: 1).first)
+
+                        // Every span ends before the webhook's answer is read, the last one the delivery's: wait for it.
+                        var spans = try await traces.spans()
+                        let deadline = ContinuousClock.now + .seconds(20)
+                        while !spans.contains(where: { $0.attributes["herald.delivery.id"] != nil }), ContinuousClock.now < deadline {
+                            spans = try await traces.spans(atLeast: spans.count + 1)
+                        }
+
+                        let request = try #require(spans.first { $0.name == "POST /v1/posts" })
+                        #expect(request.traceID == trace && request.parentSpanID == "00f067aa0ba902b7" && request.kind == "SPAN_KIND_SERVER")
+                        #expect(request.attributes["http.response.status_code"] == "202")
+
+                        let run = try #require(spans.first { $0.name == "publish" })
+                        #expect(run.kind == "SPAN_KIND_CONSUMER")
+                        #expect(run.links.contains { $0.traceID == trace && $0.spanID == request.spanID }, "\(run.links)")
+                        #expect(run.attributes["herald.job.id"] == jobID && run.attributes["herald.post.id"] == post["id"] as? String)
+                        #expect(run.attributes["herald.job.attempt"] == "1" && run.attributes["herald.job.outcome"] == "succeeded")
+
+                        let attempts = spans.filter { $0.name == "upload" }
+                        #expect(attempts.count == 3, "two media, one of them tried twice: \(attempts.map(\.attributes))")
+                        #expect(attempts.allSatisfy { $0.parentSpanID == run.spanID && $0.traceID == run.traceID })
+                        #expect(attempts.map { $0.attributes["herald.upload.outcome"] ?? "" }.sorted() == ["retried", "uploaded", "uploaded"])
+                        #expect(Set(attempts.compactMap { $0.attributes["herald.media.id"] }) == Set(media))
+                        let retried = try #require(attempts.first { $0.attributes["herald.upload.outcome"] == "retried" })
+                        #expect(retried.status == "STATUS_CODE_ERROR")
+
+                        // One client span per PUT, under its attempt, and the traceparent S3 received names it.
+                        let clients = spans.filter { $0.kind == "SPAN_KIND_CLIENT" && $0.name == "PUT" }
+                        #expect(clients.count == 3)
+                        #expect(clients.allSatisfy { client in attempts.contains { $0.spanID == client.parentSpanID } })
+                        #expect(clients.map { $0.attributes["http.response.status_code"] ?? "" }.sorted() == ["200", "200", "503"])
+                        let sent = s3.requests.filter { $0.method == "PUT" }.compactMap { $0.header("traceparent") }
+                        #expect(sent.sorted() == clients.map { "00-\($0.traceID)-\($0.spanID)-01" }.sorted())
+
+                        let delivery = try #require(spans.first { $0.attributes["herald.delivery.id"] != nil })
+                        #expect(delivery.kind == "SPAN_KIND_CLIENT" && delivery.name == "POST" && delivery.parentSpanID.isEmpty)
+                        #expect(delivery.links.contains { $0.traceID == trace && $0.spanID == request.spanID }, "\(delivery.links)")
+                        #expect(delivery.attributes["http.response.status_code"] == "200")
+                        #expect(delivery.attributes["herald.webhook.id"] == hook.json["id"] as? String)
+                        #expect(delivered.headers["traceparent"] == "00-\(delivery.traceID)-\(delivery.spanID)-01")
+                    }
+                }
             }
         }
     }

@@ -76,9 +76,9 @@ struct Fixture {
     /// Creates a post that must be accepted.
     func create(
         _ text: String, media: [MediaID] = [], tenant: Tenant = .default, priority: Priority = .normal, scheduledAt: Timestamp? = nil,
-        at now: Timestamp = Fixture.at(1)
+        traceparent: String? = nil, at now: Timestamp = Fixture.at(1)
     ) async throws -> PostAndJob {
-        let request = PostRequest(text: text, mediaIDs: media, scheduledAt: scheduledAt, priority: priority)
+        let request = PostRequest(text: text, mediaIDs: media, scheduledAt: scheduledAt, priority: priority, traceparent: traceparent)
         let creation = try await storage.posts.create(request, tenant: tenant, idempotency: nil, now: now)
         guard case .created(let created) = creation else { throw Unexpected("expected a created post, got \(creation)") }
         return created

@@ -594,6 +594,36 @@ struct ConformanceTests {
         }
     }
 
+    @Test("a job keeps the traceparent of the request that made it; its claim and its webhook event carry it", arguments: Backend.allCases)
+    func jobTraces(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let fixture = Fixture(storage: storage)
+            let hook = Webhook(id: WebhookID.generate(), url: "https://hooks.example/f", events: [.jobFailed], createdAt: At.at(0))
+            try await storage.webhooks.insert(hook, tenant: .default, secret: "whsec_c2VjcmV0")
+            let first = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+            let created = try await fixture.create("traced", traceparent: first)
+            let claimed = try await fixture.claim()
+            #expect(claimed.jobID == created.job.id && claimed.traceparent == first)
+            _ = try await storage.jobs.fail(claimed.lease, error: Job.Failure(code: .internal, message: "x"), now: At.at(3))
+            let due = try await storage.webhooks.claimDue(now: .now(), leaseUntil: .now().adding(milliseconds: 30_000), limit: 10, by: "a")
+            #expect(due.map(\.traceparent) == [first])
+
+            // Published again by another request: the new job links to that one.
+            let second = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+            guard
+                case .queued(let again) = try await storage.posts.republish(id: created.post.id, tenant: .default, now: At.at(5), traceparent: second)
+            else {
+                Issue.record("a failed post is published again")
+                return
+            }
+            let retry = try await fixture.claim(at: At.at(6))
+            #expect(retry.jobID == again.job.id && retry.traceparent == second)
+            // A request that was not traced leaves none.
+            _ = try await fixture.create("untraced", at: At.at(7))
+            #expect(try await fixture.claim(at: At.at(8)).traceparent == nil)
+        }
+    }
+
     @Test("a post is deleted only when no job of it is active, with its jobs and media", arguments: Backend.allCases)
     func deletingPosts(_ backend: Backend) async throws {
         try await backend.withStorage { storage in

@@ -28,10 +28,11 @@ struct PostRoutes {
             switch Self.mediaType(of: contentType) {
             case "application/json":
                 let draft = try Self.decodeDraft(try await request.body.collect(upTo: Self.maxJSONBytes))
-                created = try await service.create(draft, idempotencyKey: key, tenant: tenant)
+                created = try await service.create(draft, idempotencyKey: key, tenant: tenant, traceparent: request.traceparent)
             case "multipart/form-data":
                 try service.staging.ensureSpace(for: request.declaredLength)
-                created = try await service.create(try await readForm(request), idempotencyKey: key, tenant: tenant)
+                created = try await service.create(
+                    try await readForm(request), idempotencyKey: key, tenant: tenant, traceparent: request.traceparent)
             default:
                 throw HTTPError(
                     .unsupportedMediaType,
@@ -51,7 +52,8 @@ struct PostRoutes {
             return Response(status: .noContent)
         }
         router.api(.post, "/v1/posts/{id}/publish", scope: .publish) { request, caller in
-            Self.accepted(try await service.republish(try request.parameters.require("id"), tenant: caller.tenant))
+            Self.accepted(
+                try await service.republish(try request.parameters.require("id"), tenant: caller.tenant, traceparent: request.traceparent))
         }
     }
 

@@ -29,9 +29,10 @@ struct PostService: Sendable {
 
     // MARK: Creating
 
-    /// A post whose media were uploaded before (`media_ids`).
-    func create(_ draft: PostDraft, idempotencyKey: String?, tenant: Tenant) async throws -> PostAndJob {
-        let request = try await validated(draft, tenant: tenant)
+    /// A post whose media were uploaded before (`media_ids`); `traceparent` is the traced request's, for its job.
+    func create(_ draft: PostDraft, idempotencyKey: String?, tenant: Tenant, traceparent: String? = nil) async throws -> PostAndJob {
+        var request = try await validated(draft, tenant: tenant)
+        request.traceparent = traceparent
         let idempotency = idempotencyKey.map { IdempotencyRecord(key: $0, requestHash: Self.requestHash(request, files: nil)) }
         return try Self.result(try await posts.create(request, tenant: tenant, idempotency: idempotency, now: .now()))
     }
@@ -41,10 +42,11 @@ struct PostService: Sendable {
     ///
     /// The payload an `Idempotency-Key` binds includes the files' bytes, so the key is reserved once they are
     /// staged (and hashed), before any row is written.
-    func create(_ form: PostForm, idempotencyKey: String?, tenant: Tenant) async throws -> PostAndJob {
+    func create(_ form: PostForm, idempotencyKey: String?, tenant: Tenant, traceparent: String? = nil) async throws -> PostAndJob {
         var reserved: IdempotencyRecord?
         do {
-            let request = try validated(form)
+            var request = try validated(form)
+            request.traceparent = traceparent
             if let idempotencyKey {
                 let idempotency = IdempotencyRecord(key: idempotencyKey, requestHash: Self.requestHash(request, files: form.files))
                 if let early = try await posts.reserve(idempotency, tenant: tenant, now: .now()) {
@@ -88,10 +90,10 @@ struct PostService: Sendable {
         try await posts.list(tenant: tenant, state: query.state, limit: query.limit, after: query.cursor)
     }
 
-    /// A failed or cancelled post with a new job.
-    func republish(_ id: String, tenant: Tenant) async throws -> PostAndJob {
+    /// A failed or cancelled post with a new job; `traceparent` is the traced request's, for that job.
+    func republish(_ id: String, tenant: Tenant, traceparent: String? = nil) async throws -> PostAndJob {
         guard let postID = PostID(validating: id) else { throw ServiceError.notFound(kind: "post", id: id) }
-        switch try await posts.republish(id: postID, tenant: tenant, now: .now()) {
+        switch try await posts.republish(id: postID, tenant: tenant, now: .now(), traceparent: traceparent) {
         case .queued(let created): return created
         case .notFound: throw ServiceError.notFound(kind: "post", id: id)
         case .conflict(let reason): throw ServiceError.conflict(reason)

@@ -10,6 +10,8 @@ public import NIOSSL
 import Publishing
 import ServiceLifecycle
 import Synchronization
+import Telemetry
+public import Tracing
 
 /// How webhooks are delivered: `--webhook-timeout`, `--webhook-attempts`, `--webhook-allow-private`, and the rest.
 public struct WebhookConfiguration: Sendable {
@@ -32,12 +34,15 @@ public struct WebhookConfiguration: Sendable {
     public var replica: String
     /// Whether this is the only process on the database (SQLite): at start it takes back every claim, not only its own.
     public var isSoleProcess: Bool
+    /// Traces each attempt as a client span when set; nil costs nothing.
+    public var tracer: (any Tracer)?
 
     /// What `herald serve`'s options set has no default here (their defaults are `HeraldConfiguration`'s).
     public init(
         timeout: Duration, attempts: Int, allowPrivate: Bool, retry: RetryStrategy, concurrency: Int = 16, shutdownGrace: Duration,
-        tls: TLSConfiguration? = nil, replica: String = "herald", isSoleProcess: Bool = true
+        tls: TLSConfiguration? = nil, replica: String = "herald", isSoleProcess: Bool = true, tracer: (any Tracer)? = nil
     ) {
+        self.tracer = tracer
         self.timeout = timeout
         self.attempts = attempts
         self.allowPrivate = allowPrivate
@@ -223,8 +228,11 @@ final class DeliveryQueue: WorkQueue {
             "webhook-timestamp": String(timestamp), "webhook-signature": signature,
         ]
         request.body = .bytes(ByteBuffer(bytes: delivery.body))
+        let span = configuration.tracer.map { Self.startSpan(of: delivery, attempt: attempt, tracer: $0) }
+        for (name, value) in span?.headers ?? [] { request.headers.add(name: name, value: value) }
         do {
             let status = try await execute(request, target: target)
+            span?.end(status: status)
             switch status {
             case 200..<300: return .delivered(statusCode: status)
             case 410: return .failed(statusCode: 410, error: "410 Gone: the endpoint is disabled", disable: true)
@@ -232,9 +240,22 @@ final class DeliveryQueue: WorkQueue {
             default: return notDelivered(status, "HTTP \(status)")
             }
         } catch {
+            span?.end(error: error)
             try Task.checkCancellation()
             return notDelivered(nil, Self.describe(error))
         }
+    }
+
+    /// The span of one attempt: a client span of its own trace, linked to the request that made the job the event ends.
+    private static func startSpan(of delivery: PendingDelivery, attempt: Int, tracer: any Tracer) -> ClientSpan {
+        let span = ClientSpan(tracer: tracer, method: "POST", url: delivery.url, context: .topLevel)
+        span.span.attributes["herald.webhook.id"] = delivery.webhookID.rawValue
+        span.span.attributes["herald.delivery.id"] = delivery.id.rawValue
+        span.span.attributes["herald.delivery.attempt"] = attempt
+        if let text = delivery.traceparent, let parent = TraceParent(text) {
+            span.span.addLink(SpanLink(context: parent.context(tracer: tracer), attributes: [:]))
+        }
+        return span
     }
 
     /// The answer's status, within the timeout; the body is read and dropped (up to 64 KiB).

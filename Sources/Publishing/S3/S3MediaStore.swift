@@ -10,6 +10,8 @@ import NIOPosix
 import Platform
 public import ServiceLifecycle
 import Synchronization
+import Telemetry
+public import Tracing
 
 /// Media in an S3-compatible object store (AWS S3, MinIO, R2, Ceph): SigV4-signed, path-style requests.
 ///
@@ -34,6 +36,8 @@ public struct S3MediaStore: MediaStore, Service {
     private let signer: SigV4Signer
     private let bucketState: BucketState
     private let logger: Logger
+    /// Traces the requests made within a traced task (an upload attempt); nil: none.
+    private let tracer: (any Tracer)?
 
     /// A store with its own HTTP client; run it as a `Service` (or call ``shutdown()``) to release it.
     ///
@@ -47,8 +51,10 @@ public struct S3MediaStore: MediaStore, Service {
         chunkSize: Int = 256 << 10,
         partSize: Int = 8 << 20,
         largestCopy: Int = 5 << 30,
+        tracer: (any Tracer)? = nil,
         logger: Logger
     ) {
+        self.tracer = tracer
         // S3 refuses parts under 5 MiB but the last; a smaller size only makes sense against a test server.
         precondition(chunkSize > 0 && maxConnections > 0 && partSize > 0 && largestCopy > 0)
         self.partSize = partSize
@@ -460,6 +466,11 @@ public struct S3MediaStore: MediaStore, Service {
         }
         request.headers.add(name: "authorization", value: signature.authorization)
         request.body = body
+        // Traced when made within a traced task (an upload attempt): a child span, named to S3 by `traceparent`.
+        let span = tracer.flatMap { tracer in
+            ServiceContext.current.map { ClientSpan(tracer: tracer, method: method, url: request.url, context: $0) }
+        }
+        for (name, value) in span?.headers ?? [] { request.headers.add(name: name, value: value) }
 
         let target = "\(operation) s3://\(configuration.bucket)/\(key ?? "")"
         do {
@@ -474,10 +485,13 @@ public struct S3MediaStore: MediaStore, Service {
             }
             let text = String(buffer: body)
             let error = S3ErrorDocument(text).error(status: (200..<300).contains(status) ? 500 : status, target: target)
+            span?.end(status: status)
             return Answer(status: status, headers: response.headers, body: text, error: error)
         } catch let error as MediaStoreError {
+            span?.end(error: error)
             throw Task.isCancelled ? CancellationError() : error
         } catch {
+            span?.end(error: error)
             if Task.isCancelled || error is CancellationError {
                 throw CancellationError()
             }
