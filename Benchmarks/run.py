@@ -211,6 +211,7 @@ def cell(values, digits=0):
 
 HERALD = "Herald"
 HERALD_QUIET = "Herald (--log-level warning)"
+HERALD_TRACED = "Herald (tracing on, every request sampled)"
 HUMMINGBIRD = "Hummingbird 2 + GRDB"
 C_STATUS = "C libmicrohttpd + SQLite (same read and JSON)"
 C_PRODUCT = "C libmicrohttpd + SQLite (same read and JSON, Herald's product work)"
@@ -273,6 +274,21 @@ def status_poll(binaries, rounds, seconds):
         assert quiet_body == herald_body, f"the second Herald answers the first one's bytes:\n{herald_body!r}\n{quiet_body!r}"
         sizes[HERALD_QUIET] = len(quiet_body)
         targets.append((HERALD_QUIET, quiet))
+        # Issue 34: the same at info with tracing on, every request a sampled root span, exported over OTLP/HTTP to a
+        # collector that reads each batch and answers 200 without decoding it (Tests/Support/otlp_receiver.py --discard).
+        port = free_port()
+        collector = start_server("otlp-collector", ["python3", os.path.join(ROOT, "Tests", "Support", "otlp_receiver.py"), "--port", str(port),
+                                                    "--discard"], port, ready_path="/_control/exports")
+        servers.append(collector)
+        traced_data = copy_data_directory(data)
+        directories.append(traced_data)
+        traced = herald_serve(binaries, "herald-poll-traced", traced_data, "--otlp-endpoint", collector.url(""), log_level="info",
+                              rate_limit=POLL_RATE_LIMIT)
+        servers.append(traced)
+        _, traced_body = http("GET", traced.url(path))
+        assert traced_body == herald_body, "the traced Herald answers the same bytes"
+        sizes[HERALD_TRACED] = len(traced_body)
+        targets.append((HERALD_TRACED, traced))
         if os.access(binaries["baseline"], os.X_OK):
             baseline = start_server("baseline-poll", [binaries["baseline"], "--db", database, "--host", "127.0.0.1", "--port", str(port := free_port())], port, ready_path=path)
             servers.append(baseline)
@@ -317,7 +333,13 @@ def status_poll(binaries, rounds, seconds):
                 results[name].append(wrk(server, path, seconds, f"poll-{server.name}-{round_index + 1}"))
             log(f"status poll, round {round_index + 1}/{rounds}: the SQLite read alone (C)")
             reads.append(sqlite_read(binaries, database, job, seconds, f"poll-{round_index + 1}"))
-        return results, sizes, reads
+        # What the traced server sent, and what it lost (a span dropped is one the collector did not get).
+        _, metrics = http("GET", traced.url("/metrics"))
+        dropped = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.decode().splitlines()
+                      if line.startswith("herald_trace_spans_dropped_total"))
+        _, exports = http("GET", collector.url("/_control/exports"))
+        tracing = {"dropped": dropped, **json.loads(exports)}
+        return results, sizes, reads, tracing
     finally:
         for server in servers:
             server.stop()
@@ -987,7 +1009,7 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
         "",
     ]
     if poll:
-        results, sizes, reads = poll
+        results, sizes, reads, tracing = poll
         lines += [
             "## 1. HTTP status poll: `GET /v1/jobs/{id}`, a job with 4 uploads",
             "",
@@ -1041,6 +1063,20 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
             f"{cpu[HERALD_QUIET]:.1f} µs at warning ({cpu[HERALD_QUIET] / floor:.1f}×).",
             "",
         ]
+        if HERALD_TRACED in cpu:
+            span_cost = cpu[HERALD_TRACED] - cpu[HERALD]
+            per_round = [on["cpu_us"] - off["cpu_us"] for on, off in zip(results[HERALD_TRACED], results[HERALD])]
+            lines += [
+                f"- Tracing (issue 34): with every request a sampled span exported over OTLP/HTTP, {median[HERALD_TRACED] / median[HERALD]:.2f}× "
+                f"the requests a second of the same Herald without (`--otlp-endpoint` unset: no tracer at all); **a span costs "
+                f"{span_cost:.1f} µs of CPU** (at info, the traced server's µs a request minus the untraced one's; per round "
+                f"{', '.join(f'{d:.1f}' for d in per_round)} µs), its export included: {tracing['requests']:,} exports of "
+                f"{tracing['bytes'] / max(tracing['requests'], 1) / 1024:,.0f} KiB on average, {tracing['dropped']:,.0f} spans dropped.",
+                "",
+                "The traced Herald runs on a third copy of the data directory, its spans sent to a collector on this machine that reads "
+                "each export and answers 200 without decoding it (`Tests/Support/otlp_receiver.py --discard`; its CPU is not counted).",
+                "",
+            ]
     if posts:
         lines += [
             "## 2. Post creation: `POST /v1/posts`, text only, durable (WAL, synchronous=FULL)",

@@ -17,8 +17,12 @@ public struct RequestTrace: Sendable {
 
     /// Starts the span of a request whose head just arrived, continuing the trace its `traceparent` names (if any).
     static func start(tracer: any Tracer, method: String, path: String, fields: HTTPFields, client: String?, secure: Bool) -> RequestTrace {
+        // Only a well-formed traceparent is handed to the tracer: a malformed one starts a new trace, as if absent (and
+        // the tracer, which warns with what it was given, never sees the other fields, the key among them).
         var context = ServiceContext.topLevel
-        tracer.extract(fields, into: &context, using: FieldsExtractor())
+        if let parent = fields[.traceparent].flatMap(TraceParent.init) {
+            tracer.extract(TraceFields(traceparent: parent.description, tracestate: fields[.tracestate]), into: &context, using: TraceFields.Access())
+        }
         // Named by the method until the route is known (the semantic conventions' `{method} {http.route}`).
         let span = tracer.startSpan(method, context: context, ofKind: .server)
         span.attributes["http.request.method"] = method
@@ -47,10 +51,11 @@ public struct RequestTrace: Sendable {
         span.end()
     }
 
-    /// Reads `traceparent` and `tracestate` from a request's header fields.
-    private struct FieldsExtractor: Extractor {
-        func extract(key: String, from carrier: HTTPFields) -> String? {
-            HTTPField.Name(key).flatMap { carrier[$0] }
-        }
-    }
+}
+
+extension HTTPField.Name {
+    /// W3C Trace Context's `traceparent`.
+    static let traceparent = HTTPField.Name("traceparent")!
+    /// W3C Trace Context's `tracestate`.
+    static let tracestate = HTTPField.Name("tracestate")!
 }

@@ -7,7 +7,8 @@ public struct TraceParent: Sendable, Hashable, CustomStringConvertible {
     /// The header's text, as sent and stored.
     public let description: String
 
-    /// `text` if it has the header's shape: a version, a 32-digit trace id, a 16-digit span id and flags, in lowercase hex.
+    /// `text` if it has the header's shape: a version (not `ff`), a 32-digit trace id and a 16-digit span id (neither
+    /// all zeros) and flags, in lowercase hex.
     public init?(_ text: String) {
         let bytes = Array(text.utf8)
         guard bytes.count == 55, bytes[2] == UInt8(ascii: "-"), bytes[35] == UInt8(ascii: "-"), bytes[52] == UInt8(ascii: "-") else {
@@ -18,6 +19,8 @@ public struct TraceParent: Sendable, Hashable, CustomStringConvertible {
                 return nil
             }
         }
+        let zeros = { (range: Range<Int>) in bytes[range].allSatisfy { $0 == UInt8(ascii: "0") } }
+        guard bytes[0..<2] != [UInt8(ascii: "f"), UInt8(ascii: "f")], !zeros(3..<35), !zeros(36..<52) else { return nil }
         description = text
     }
 

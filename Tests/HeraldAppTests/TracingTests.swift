@@ -164,10 +164,15 @@ struct TracingTests {
                 // No traceparent: a trace of its own. Sent after the unsampled one, so its span's arrival means the
                 // unsampled one's would have arrived too.
                 #expect(try await send("\(base)/healthz") == .ok)
-                let spans = try await receiver.spans(atLeast: 1)
+                // A malformed one (an uppercase id): ignored, a trace of its own, never a 400.
+                let malformed = "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01"
+                #expect(try await send("\(base)/readyz", headers: [("traceparent", malformed)]) == .ok)
+                let spans = try await receiver.spans(atLeast: 2)
                 #expect(spans.allSatisfy { $0.traceID != "11111111111111111111111111111111" })
                 let root = try #require(spans.first { $0.name == "GET /healthz" })
                 #expect(root.parentSpanID.isEmpty && root.traceID.count == 32)
+                let fresh = try #require(spans.first { $0.name == "GET /readyz" })
+                #expect(fresh.parentSpanID.isEmpty && fresh.traceID != "0af7651916cd43dd8448eb211c80319c")
             }
         }
     }

@@ -2,8 +2,10 @@
 """An OTLP/HTTP trace receiver on 127.0.0.1 for the tests: decodes what Herald exports with the
 `opentelemetry-proto` package (the collector's own protobuf definitions) and keeps the spans.
 
-Started as `python3 otlp_receiver.py [--port N] [--exit-on-stdin-eof]` (default port 0, any free one).
-Prints one line `PORT <n>` once listening and serves until SIGTERM/SIGINT (or stdin's end, if asked).
+Started as `python3 otlp_receiver.py [--port N] [--exit-on-stdin-eof] [--discard]` (default port 0, any
+free one). Prints one line `PORT <n>` once listening and serves until SIGTERM/SIGINT (or stdin's end, if
+asked). With `--discard` (for `make bench`), an export is read and answered 200 but neither decoded nor
+kept: the collector costs the traced server's machine as little as it can.
 
   POST /v1/traces          an ExportTraceServiceRequest (`application/x-protobuf`): answered as the mode
                            says. "ok" (the default): its spans are kept, 200 with an empty
@@ -17,7 +19,8 @@ Prints one line `PORT <n>` once listening and serves until SIGTERM/SIGINT (or st
                            (SPAN_KIND_SERVER, ...), "attributes": {key: value}, "links": [{"trace_id",
                            "span_id"}], "status": STATUS_CODE_..., "resource": {key: value},
                            "start_ns", "end_ns"}.
-  GET  /_control/exports   {"requests": n, "content_types": [...]}: every POST /v1/traces seen.
+  GET  /_control/exports   {"requests": n, "bytes": n, "content_types": [...]}: every POST /v1/traces
+                           seen (no content types with --discard).
 """
 import argparse
 import json
@@ -40,8 +43,10 @@ _changed = threading.Condition(_lock)
 _spans = []
 _mode = "ok"
 _requests = 0
+_bytes = 0
 _content_types = []
 _stopping = threading.Event()
+_discard = False
 
 
 def _value(any_value):
@@ -101,7 +106,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_POST(self):
-        global _mode, _requests
+        global _mode, _requests, _bytes
         path = urlsplit(self.path).path
         body = self._body()
         if path == "/_control/mode":
@@ -116,7 +121,9 @@ class Handler(BaseHTTPRequestHandler):
         with _lock:
             mode = _mode
             _requests += 1
-            _content_types.append(self.headers.get("Content-Type"))
+            _bytes += len(body)
+            if not _discard:
+                _content_types.append(self.headers.get("Content-Type"))
         if mode == "stall":
             # Never answered: held until the client gives up (its connection closes) or the server stops.
             self.connection.settimeout(0.2)
@@ -131,6 +138,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if mode == "refuse":
             self._answer(400, b"refused", "text/plain")
+            return
+        if _discard:
+            self._answer(200, b"", "application/x-protobuf")
             return
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
@@ -154,7 +164,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if url.path == "/_control/exports":
             with _lock:
-                body = json.dumps({"requests": _requests, "content_types": _content_types}).encode()
+                body = json.dumps({"requests": _requests, "bytes": _bytes, "content_types": _content_types}).encode()
             self._answer(200, body)
             return
         self._answer(404, b"{}")
@@ -164,7 +174,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--exit-on-stdin-eof", action="store_true")
+    parser.add_argument("--discard", action="store_true")
     arguments = parser.parse_args()
+    global _discard
+    _discard = arguments.discard
     server = ThreadingHTTPServer(("127.0.0.1", arguments.port), Handler)
     server.daemon_threads = True
 
