@@ -202,13 +202,14 @@ def polls(server, path, expected, count, threads=4):
         raise RuntimeError(f"{server.name}: {errors[0]}")
 
 
-def measure(name, command, port, path, expected, count, out):
-    """Instructions by (object, function) for `count` polls of a server started under callgrind."""
+def measure(name, command, port, path, expected, count, out, env=None):
+    """Instructions by (object, function) for `count` polls of a server started under callgrind (`env` added to its
+    environment)."""
     prefix = os.path.join(out, f"callgrind-{name}")
     for stale in glob.glob(prefix + "*"):
         os.remove(stale)
     server = Server(["valgrind", "--tool=callgrind", f"--callgrind-out-file={prefix}.%p"] + command, port, name=name,
-                    log_path=os.path.join(out, f"{name}.log"))
+                    log_path=os.path.join(out, f"{name}.log"), env=env)
     server.start(path, timeout=300, headers=run.key_headers(server.url(path)))
     try:
         polls(server, path, expected, 200)
@@ -223,6 +224,9 @@ def measure(name, command, port, path, expected, count, out):
     if not dumps:
         raise RuntimeError(f"{name}: callgrind wrote no dump ({prefix}.{server.pid}.*)")
     return self_costs(dumps[0])
+
+
+TRACED = "Herald, tracing on"
 
 
 def main():
@@ -256,6 +260,10 @@ def main():
     traced = os.path.join(run.OUT, "herald-callgrind")
     subprocess.run(["objcopy", "--strip-debug", binaries["herald"], traced], check=True, timeout=300)
     counts = {}
+    # Issue 34: the same Herald with every poll a sampled span, exported to a collector that answers without decoding.
+    port = free_port()
+    collector = run.start_server("otlp-collector-callgrind", ["python3", os.path.join(run.ROOT, "Tests", "Support", "otlp_receiver.py"),
+                                                              "--port", str(port), "--discard"], port, ready_path="/_control/exports")
     try:
         contenders = [
             ("Herald", lambda port: [traced, "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", data,
@@ -263,13 +271,18 @@ def main():
             ("C, product work", lambda port: [binaries["status"], "--product", "--rate-limit", str(run.POLL_RATE_LIMIT), str(port),
                                               database, tenant, query]),
             ("C, same read", lambda port: [binaries["status"], str(port), database, tenant, query]),
+            (TRACED, lambda port: [traced, "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", data,
+                                   "--log-level", "info", "--rate-limit", str(run.POLL_RATE_LIMIT), "--otlp-endpoint", collector.url("")]),
         ]
         for name, command in contenders:
             port = free_port()
             run.KEYS[port] = key
             label = name.lower().replace(",", "").replace(" ", "-")
-            counts[name] = measure(label, command(port), port, path, expected, args.polls, run.OUT)
+            # Traced: batches go out every 100 ms, not 5 s, so that the exports fall within the counted polls.
+            env = {"OTEL_BSP_SCHEDULE_DELAY": "100"} if name == TRACED else None
+            counts[name] = measure(label, command(port), port, path, expected, args.polls, run.OUT, env=env)
     finally:
+        collector.stop()
         shutil.rmtree(data, ignore_errors=True)
 
     text = report(counts, args.polls)
@@ -305,6 +318,11 @@ def report(counts, polls_count):
               "Herald's most expensive functions a poll (self instructions):", "", "| function | group | instructions |", "|---|---|---|"]
     for (group, function), cost in functions[herald].most_common(25):
         lines.append(f"| `{demangled(function)[:90]}` | {group} | {cost / polls_count:,.0f} |")
+    if TRACED in total:
+        lines += ["", f"With tracing on ({TRACED}: each poll a sampled server span, batched and exported over OTLP/HTTP to a "
+                  f"collector that does not decode it), a poll costs {total[TRACED]:,.0f} instructions: "
+                  f"**{total[TRACED] - total[herald]:+,.0f} a span**, its export included. Without `--otlp-endpoint` Herald "
+                  "has no tracer: the first column is the untraced cost."]
     return "\n".join(lines) + "\n"
 
 

@@ -9,11 +9,19 @@ extension Request {
 }
 
 /// The server span of one request, while the server traces (``ServerConfiguration/tracer``).
-public struct RequestTrace: Sendable {
+///
+/// A class: ``Request`` holds it as one optional reference, which every copy of an untraced request copies as nil (an
+/// existential and a string inline cost each copy more, traced or not).
+public final class RequestTrace: Sendable {
     /// The span: a handler adds attributes to it, and the spans of its work are its children.
     public let span: any Span
     /// The span's `traceparent`: what a job keeps to link its run to this request, and the ids of its log lines.
     public let traceparent: TraceParent?
+
+    private init(span: any Span, traceparent: TraceParent?) {
+        self.span = span
+        self.traceparent = traceparent
+    }
 
     /// Starts the span of a request whose head just arrived, continuing the trace its `traceparent` names (if any).
     static func start(tracer: any Tracer, method: String, path: String, fields: HTTPFields, client: String?, secure: Bool) -> RequestTrace {
