@@ -214,17 +214,22 @@ struct S3PublishMotoTests {
 struct S3PublishFaultTests {
     static let credentials = SigV4Signer.Credentials(accessKeyID: "AKIDTEST", secretAccessKey: "secret")
 
-    @Test func aSlowDownIsRetriedAndThePostPublished() async throws {
+    /// Answers the first PUT 503 `SlowDown`, and every other request 200.
+    static func slowDownOnce() -> @Sendable (FakeS3.Received) -> FakeS3.Reaction {
         let slowDown = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
         let puts = Mutex(0)
-        try await FakeS3.with(react: { request in
+        return { request in
             guard request.method == "PUT" else { return .respond(status: 200) }
             let first = puts.withLock { puts in
                 puts += 1
                 return puts == 1
             }
             return first ? .respond(status: 503, body: slowDown) : .respond(status: 200)
-        }) { server in
+        }
+    }
+
+    @Test func aSlowDownIsRetriedAndThePostPublished() async throws {
+        try await FakeS3.with(react: Self.slowDownOnce()) { server in
             try await withS3Herald(endpoint: server.endpoint, bucket: "herald-media", credentials: Self.credentials) { base, _ in
                 let (_, job) = try await pausedPost(base, media: 1)
                 let done = try await resumeAndWait(base, job: job)

@@ -4,8 +4,6 @@ import HeraldCore
 import HeraldTestSupport
 import NIOCore
 import NIOHTTP1
-import Publishing
-import Synchronization
 import Testing
 
 @testable import HeraldApp
@@ -34,25 +32,7 @@ final class OTLPReceiver: Sendable {
     private init(port: Int) { self.port = port }
 
     static func with<T: Sendable>(_ body: (OTLPReceiver) async throws -> T) async throws -> T {
-        let process = Process()
-        let output = Pipe()
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Support/otlp_receiver.py")
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, "--exit-on-stdin-eof"]
-        // Held open while this process lives: the receiver exits when it closes, even if this process is killed.
-        let input = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        defer {
-            try? input.fileHandleForWriting.close()
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        let line = try #require(await readLine(from: output.fileHandleForReading, containing: "PORT "), "the receiver started")
-        let port = try #require(line.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) })
-        return try await body(OTLPReceiver(port: port))
+        try await withReceiver("otlp_receiver.py") { port in try await body(OTLPReceiver(port: port)) }
     }
 
     /// `ok` (keep and answer 200), `refuse` (400) or `stall` (never answer).
@@ -181,18 +161,9 @@ struct TracingTests {
     /// request's span, the job's run linked to it, an upload attempt per try under the run, a client span per S3
     /// request under its attempt with the `traceparent` S3 got, and the delivery's span linked to the request.
     @Test func aPublishIsTracedFromItsRequestThroughItsJobUploadsAndWebhook() async throws {
-        let slowDown = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
-        let puts = Mutex(0)
         try await OTLPReceiver.with { traces in
             try await WebhookReceiver.with { hooks in
-                try await FakeS3.with(react: { request in
-                    guard request.method == "PUT" else { return .respond(status: 200) }
-                    let first = puts.withLock { puts in
-                        puts += 1
-                        return puts == 1
-                    }
-                    return first ? .respond(status: 503, body: slowDown) : .respond(status: 200)
-                }) { s3 in
+                try await FakeS3.with(react: S3PublishFaultTests.slowDownOnce()) { s3 in
                     try await withS3Herald(
                         endpoint: s3.endpoint, bucket: "herald-media", credentials: S3PublishFaultTests.credentials,
                         configure: { configuration in
@@ -297,6 +268,30 @@ struct TracingTests {
             }
         }
     }
+}
+
+/// Runs `Tests/Support/<script>` (a receiver that prints `PORT <n>` once it listens) while `body` runs with its port.
+func withReceiver<T: Sendable>(_ script: String, arguments: [String] = [], _ body: (Int) async throws -> T) async throws -> T {
+    let process = Process()
+    let output = Pipe()
+    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Support/\(script)")
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", path.path, "--exit-on-stdin-eof"] + arguments
+    // Held open while this process lives: the receiver exits when it closes, even if this process is killed.
+    let input = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    try process.run()
+    defer {
+        // SIGKILL: the test process blocks SIGTERM (for its services' signal handling), and its child inherits the mask.
+        try? input.fileHandleForWriting.close()
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+    let line = try #require(await readLine(from: output.fileHandleForReading, containing: "PORT "), "\(script) started")
+    let port = try #require(line.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) })
+    return try await body(port)
 }
 
 /// A loopback port that was free a moment ago (bound, then closed).

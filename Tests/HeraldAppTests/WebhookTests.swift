@@ -20,7 +20,6 @@ import Testing
 /// signatures with the official `standardwebhooks` package. One process per test.
 final class WebhookReceiver: Sendable {
     let port: Int
-    private let process: Process
     private let scheme: String
     /// Talks to the control endpoints; trusts the receiver's own certificate when it serves HTTPS.
     private let client: HTTPClient
@@ -35,9 +34,8 @@ final class WebhookReceiver: Sendable {
         var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body) as? [String: Any]) ?? [:] }
     }
 
-    private init(port: Int, process: Process, scheme: String, client: HTTPClient) {
+    private init(port: Int, scheme: String, client: HTTPClient) {
         self.port = port
-        self.process = process
         self.scheme = scheme
         self.client = client
     }
@@ -46,36 +44,24 @@ final class WebhookReceiver: Sendable {
     static func with<T: Sendable>(
         tls: (certificate: String, key: String)? = nil, _ body: (WebhookReceiver) async throws -> T
     ) async throws -> T {
-        let process = Process()
-        let output = Pipe()
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Support/webhook_receiver.py")
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments =
-            ["python3", script.path, "--exit-on-stdin-eof"] + (tls.map { ["--tls-cert", $0.certificate, "--tls-key", $0.key] } ?? [])
-        // Held open while this process lives: the receiver exits when it closes, even if this process is killed.
-        let input = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        defer {
-            // SIGKILL: the test process blocks SIGTERM (for its services' signal handling), and its child inherits
-            // the mask.
-            try? input.fileHandleForWriting.close()
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        let arguments = tls.map { ["--tls-cert", $0.certificate, "--tls-key", $0.key] } ?? []
+        return try await withReceiver("webhook_receiver.py", arguments: arguments) { port in
+            try await Self.with(port: port, tls: tls, body)
         }
-        let line = try #require(await readLine(from: output.fileHandleForReading, containing: "PORT "), "the receiver started")
-        let port = try #require(line.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) })
+    }
+
+    private static func with<T: Sendable>(
+        port: Int, tls: (certificate: String, key: String)?, _ body: (WebhookReceiver) async throws -> T
+    ) async throws -> T {
         guard let tls else {
-            return try await body(WebhookReceiver(port: port, process: process, scheme: "http", client: .shared))
+            return try await body(WebhookReceiver(port: port, scheme: "http", client: .shared))
         }
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(tls.certificate))
         configuration.certificateVerification = .noHostnameVerification
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(tlsConfiguration: configuration))
         do {
-            let result = try await body(WebhookReceiver(port: port, process: process, scheme: "https", client: client))
+            let result = try await body(WebhookReceiver(port: port, scheme: "https", client: client))
             try await client.shutdown()
             return result
         } catch {
