@@ -18,6 +18,15 @@ let package = Package(
         // For the fuzz targets in Fuzz/, a package of their own.
         .library(name: "HeraldCore", targets: ["HeraldCore"]),
     ],
+    traits: [
+        .trait(
+            name: "OTLP",
+            description: """
+                Traces exported over OTLP/HTTP by swift-otel (--otlp-endpoint). Without it the flag is refused: a smaller binary, \
+                and a build that need not compile swift-otel (the ThreadSanitizer build cannot: Reliability/sanitizers.py).
+                """),
+        .default(enabledTraits: ["OTLP"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
@@ -195,7 +204,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

@@ -31,9 +31,16 @@ public struct TraceParent: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The trace's id: 32 hex digits.
-    public var traceID: Substring { description.dropFirst(3).prefix(32) }
+    public var traceID: Substring { field(at: 3, count: 32) }
     /// The span's id: 16 hex digits.
-    public var spanID: Substring { description.dropFirst(36).prefix(16) }
+    public var spanID: Substring { field(at: 36, count: 16) }
+
+    /// Offsets in UTF-8 (the text is ASCII, checked at init): `Character` offsets would walk grapheme breaks.
+    private func field(at offset: Int, count: Int) -> Substring {
+        let utf8 = description.utf8
+        let start = utf8.index(utf8.startIndex, offsetBy: offset)
+        return Substring(utf8[start..<utf8.index(start, offsetBy: count)])
+    }
 
     /// `trace_id` and `span_id`, for a logger that logs within this span.
     public func annotate(_ logger: inout Logger) {

@@ -1,8 +1,11 @@
 import Logging
 import Metrics
-import OTel
 public import ServiceLifecycle
 public import Tracing
+
+#if OTLP
+    import OTel
+#endif
 
 /// Herald's traces, exported by swift-otel over OTLP/HTTP: the tracer every part starts its spans with, and the
 /// service that batches finished spans and sends them (a span within 5 s of its end).
@@ -21,25 +24,29 @@ public struct TraceExport: Sendable {
     public init(
         endpoint: String, replicaID: String, version: String, delay: Duration = .seconds(5), timeout: Duration = .seconds(5), logger: Logger
     ) throws {
-        var configuration = OTel.Configuration.default
-        configuration.serviceName = "herald"
-        configuration.resourceAttributes = ["service.instance.id": replicaID, "service.version": version]
-        configuration.logs.enabled = false
-        configuration.metrics.enabled = false
-        configuration.traces.exporter = .otlp
-        configuration.traces.otlpExporter.protocol = .httpProtobuf
-        // Set in code, the endpoint is used as given: the signal's path is the caller's to add (OTLP/HTTP's rule).
-        configuration.traces.otlpExporter.endpoint = endpoint.hasSuffix("/") ? endpoint + "v1/traces" : endpoint + "/v1/traces"
-        configuration.traces.batchSpanProcessor.scheduleDelay = delay
-        // OTel's defaults (10 s a request, 30 s a batch) would hold a shutdown that long when the collector is gone.
-        configuration.traces.otlpExporter.timeout = timeout
-        configuration.traces.batchSpanProcessor.exportTimeout = timeout
-        configuration.diagnosticLogLevel = .warning
-        let forwarded = logger.handler
-        configuration.diagnosticLogger = .custom(Logger(label: logger.label) { _ in DroppedSpanCounter(forwardingTo: forwarded) })
-        let backend = try OTel.makeTracingBackend(configuration: configuration)
-        tracer = backend.factory
-        service = backend.service
+        #if OTLP
+            var configuration = OTel.Configuration.default
+            configuration.serviceName = "herald"
+            configuration.resourceAttributes = ["service.instance.id": replicaID, "service.version": version]
+            configuration.logs.enabled = false
+            configuration.metrics.enabled = false
+            configuration.traces.exporter = .otlp
+            configuration.traces.otlpExporter.protocol = .httpProtobuf
+            // Set in code, the endpoint is used as given: the signal's path is the caller's to add (OTLP/HTTP's rule).
+            configuration.traces.otlpExporter.endpoint = endpoint.hasSuffix("/") ? endpoint + "v1/traces" : endpoint + "/v1/traces"
+            configuration.traces.batchSpanProcessor.scheduleDelay = delay
+            // OTel's defaults (10 s a request, 30 s a batch) would hold a shutdown that long when the collector is gone.
+            configuration.traces.otlpExporter.timeout = timeout
+            configuration.traces.batchSpanProcessor.exportTimeout = timeout
+            configuration.diagnosticLogLevel = .warning
+            let forwarded = logger.handler
+            configuration.diagnosticLogger = .custom(Logger(label: logger.label) { _ in DroppedSpanCounter(forwardingTo: forwarded) })
+            let backend = try OTel.makeTracingBackend(configuration: configuration)
+            tracer = backend.factory
+            service = backend.service
+        #else
+            throw ConfigurationError("--otlp-endpoint: this herald was built without its OTLP exporter (the package's OTLP trait)")
+        #endif
     }
 }
 
