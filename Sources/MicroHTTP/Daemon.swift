@@ -194,10 +194,7 @@ final class Daemon: Sendable {
             "client": "\(client ?? "-")",
         ]
         if termination != .REQUEST_TERMINATED_COMPLETED_OK { metadata["termination"] = "\(termination.rawValue)" }
-        if let traceparent = trace?.traceparent {
-            metadata["trace_id"] = "\(traceparent.traceID)"
-            metadata["span_id"] = "\(traceparent.spanID)"
-        }
+        if let traceparent = trace?.traceparent { metadata.merge(traceparent.metadata) { $1 } }
         logger.info("request", metadata: metadata)
     }
 

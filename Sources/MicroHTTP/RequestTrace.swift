@@ -58,7 +58,6 @@ public final class RequestTrace: Sendable {
         }
         span.end()
     }
-
 }
 
 extension HTTPField.Name {

@@ -42,10 +42,12 @@ public struct TraceParent: Sendable, Hashable, CustomStringConvertible {
         return Substring(utf8[start..<utf8.index(start, offsetBy: count)])
     }
 
-    /// `trace_id` and `span_id`, for a logger that logs within this span.
+    /// `trace_id` and `span_id`: the metadata of a line logged within this span.
+    public var metadata: Logger.Metadata { ["trace_id": "\(traceID)", "span_id": "\(spanID)"] }
+
+    /// Adds ``metadata`` to a logger that logs within this span.
     public func annotate(_ logger: inout Logger) {
-        logger[metadataKey: "trace_id"] = "\(traceID)"
-        logger[metadataKey: "span_id"] = "\(spanID)"
+        for (key, value) in metadata { logger[metadataKey: key] = value }
     }
 
     /// The context of the span this names, as `tracer` reads it from a request that carried it: to continue or link it.
