@@ -240,7 +240,8 @@ final class Daemon: Sendable {
         let logger = self.logger
         let reject = { (error: HTTPError, route: String, close: Bool) -> MHD_Result in
             self.answerAtOnce(
-                error, connection: connection, close: close, request: httpRequest, route: route, requestID: requestID, client: client,
+                error, connection: connection, close: close, method: httpRequest.method, path: Substring(url), route: route, requestID: requestID,
+                client: client,
                 started: started, logger: logger, trace: trace)
         }
 
@@ -266,7 +267,7 @@ final class Daemon: Sendable {
         }
         let declaredLength = contentLengths.first.flatMap { Int($0) }
         let hasBody = !transferEncodings.isEmpty || (declaredLength ?? 0) > 0
-        var request = Request(head: httpRequest, id: requestID, query: head.query, remoteAddress: client, logger: logger)
+        var request = Request(head: httpRequest, id: requestID, query: head.query, remoteAddress: client, logger: logger, path: url)
         request.trace = trace
         let route: Router.Route
         let limit: Int
@@ -309,7 +310,7 @@ final class Daemon: Sendable {
     ) -> MHD_Result {
         guard !hasBody else {
             return answerAtOnce(
-                error, connection: connection, close: true, request: request.head, route: route, requestID: request.id,
+                error, connection: connection, close: true, method: request.head.method, path: request.path, route: route, requestID: request.id,
                 client: request.remoteAddress, started: started, logger: logger, trace: request.trace)
         }
         slot.pointee = Unmanaged.passRetained(HeldAnswer(response: error.response, request: request, route: route, started: started)).toOpaque()
@@ -321,7 +322,8 @@ final class Daemon: Sendable {
         _ error: HTTPError,
         connection: Connection,
         close: Bool,
-        request: HTTPRequest,
+        method: HTTPRequest.Method,
+        path: Substring,
         route: String,
         requestID: String,
         client: String?,
@@ -330,7 +332,7 @@ final class Daemon: Sendable {
         trace: RequestTrace?
     ) -> MHD_Result {
         queueAtOnce(
-            error.response, connection: connection, close: close, method: request.method, path: Substring(request.path ?? "/"),
+            error.response, connection: connection, close: close, method: method, path: path,
             route: route, requestID: requestID, client: client, started: started, logger: logger, trace: trace)
     }
 

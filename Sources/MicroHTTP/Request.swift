@@ -6,7 +6,8 @@ import Telemetry
 
 /// One HTTP request as a handler sees it.
 public struct Request: Sendable {
-    /// Method, path with query, and header fields.
+    /// Method, path and header fields. Its `path` is swift-http-types' field value, trimmed of the spaces at its ends:
+    /// read ``path`` for the path as sent.
     public var head: HTTPRequest
     /// The request id: the client's `X-Request-Id` when it sent a sane one, else a generated one.
     public var id: String
@@ -44,9 +45,12 @@ public struct Request: Sendable {
         query: [(name: String, value: String?)] = [],
         body: RequestBody = .empty,
         remoteAddress: String? = nil,
-        logger: Logger = Logger(label: "MicroHTTP")
+        logger: Logger = Logger(label: "MicroHTTP"),
+        path: String? = nil
     ) {
         self.head = head
+        // Kept only when it differs: most requests copy no second string.
+        self.pathAsSent = path == head.path ? nil : path
         self.id = id
         self.parameters = parameters
         self.query = query
@@ -56,7 +60,10 @@ public struct Request: Sendable {
     }
 
     /// The decoded path; the server keeps the query apart, in ``query``.
-    public var path: Substring { Substring(head.path ?? "/") }
+    public var path: Substring { Substring(pathAsSent ?? head.path ?? "/") }
+    /// The path when `head`'s differs: its field value loses a trailing space, so `/v1/posts/%20` would route as
+    /// `/v1/posts/`, the list, instead of the post `" "`.
+    private let pathAsSent: String?
 
     /// The last value of query argument `name` (`nil` when absent; `""` for `?name`).
     public func queryValue(_ name: String) -> String? {

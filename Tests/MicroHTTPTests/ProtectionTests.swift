@@ -96,6 +96,22 @@ struct ProtectionTests {
         }
     }
 
+    @Test func encodedSpacesEndingAPathStayInTheID() async throws {
+        // libmicrohttpd drops them from the decoded path: `/v1/jobs/%20` would route as the list.
+        try await withLiveServer(Self.jobsRouter()) { port, _ in
+            let get = { (target: String) in "GET \(target) HTTP/1.1\r\nHost: localhost\r\n\r\n" }
+            let answer = try await rawExchange(
+                port: port,
+                get("/v1/jobs/%20") + get("/v1/jobs/a%20%20?q=x") + get("/v1/jobs/%20%20b")
+                    + "GET /v1/jobs/a%20b%20 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            #expect(answer.components(separatedBy: "HTTP/1.1 200 OK").count - 1 == 4, "\(answer)")
+            #expect(!answer.contains("list"), "\(answer)")
+            for id in ["job [ ]", "job [a  ]", "job [  b]", "job [a b ]"] {
+                #expect(answer.contains(id), "\(id): \(answer)")
+            }
+        }
+    }
+
     @Test func headersOverTheBudgetAre431Problems() async throws {
         var router = Router()
         router.get("/hello") { _ in .text("hello") }
