@@ -188,6 +188,7 @@ let package = Package(
         .target(
             name: "HeraldApp",
             dependencies: [
+                "FileReading",
                 "Locking",
                 "Platform",
                 "MicroHTTP",

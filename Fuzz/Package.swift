@@ -46,5 +46,6 @@ let package = Package(
         .executableTarget(name: "cursor", dependencies: ["FuzzSupport", .product(name: "HeraldCore", package: "herald")]),
         .executableTarget(name: "media", dependencies: ["FuzzSupport", .product(name: "HeraldCore", package: "herald")]),
         .executableTarget(name: "idempotency", dependencies: ["FuzzSupport", .product(name: "HeraldCore", package: "herald")]),
+        .executableTarget(name: "tus", dependencies: ["FuzzSupport", .product(name: "HeraldCore", package: "herald")]),
     ]
 )

@@ -12,7 +12,7 @@ set -euo pipefail
 
 fuzz_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 scratch="$fuzz_dir/.build-fuzz"
-targets_all=(route query multipart headers draft cursor media idempotency)
+targets_all=(route query multipart headers draft cursor media idempotency tus)
 
 # The targets that run a MicroHTTP server in the process: what its threads allocate is not the input's, so libFuzzer's
 # per-input leak check is off for them (it also costs a stop-the-world scan per input: ten times slower).

@@ -3,6 +3,7 @@
 Loaded through SCHEMATHESIS_HOOKS by Reliability/contract.py:
 - `format: cursor`: a real list cursor is base64url (no padding) of `<RFC 3339 time with ms>|<UUID>`; any
   other string is 400 by contract, so schema-valid cursors must be drawn from that shape.
+- tus bodies (`application/offset+octet-stream`) are raw bytes.
 - media bodies: the server checks the bytes' signature (magic bytes) against the declared type (415 when they
   differ), so a schema-valid upload starts with its type's signature.
 """
@@ -44,6 +45,9 @@ SIGNATURES = {
 for media_type, prefixes in SIGNATURES.items():
     body = st.tuples(st.sampled_from(prefixes), st.binary(min_size=0, max_size=256)).map(lambda pair: pair[0] + pair[1])
     schemathesis.openapi.media_type(media_type, body)
+
+# tus bodies (`/v1/uploads`): raw bytes, a piece of an upload.
+schemathesis.openapi.media_type("application/offset+octet-stream", st.binary(min_size=0, max_size=256))
 
 
 @schemathesis.hook

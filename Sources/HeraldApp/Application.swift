@@ -123,6 +123,9 @@ public struct Application: Sendable {
         // Under the lock, before anything serves: what a crash left mid-upload is of no use to anyone.
         let abandoned = staging.removeAbandonedUploads()
         if !abandoned.isEmpty { logger.notice("removed uploads a crash left unfinished", metadata: ["count": "\(abandoned.count)"]) }
+        // The one process (SQLite): a hold on a resumable upload is a crash's, and the client resumes at once. Replicas'
+        // holds end with their time (a replica's id is new at each start).
+        if configuration.database == nil { try await storage.uploads.releaseHolds(prefix: nil) }
         var router = Router()
 
         // The trust boundary: keys, tenants, scopes and rate limits, before any route.
@@ -146,7 +149,7 @@ public struct Application: Sendable {
             ? [] : [LimitShare(queue: storage.queue, gate: gate, interval: .seconds(configuration.leaseRenew), logger: logger)]
         KeyRoutes(service: keys).register(in: &router)
         let sweeper = Sweeper(
-            media: storage.media, posts: storage.posts, webhooks: storage.webhooks, staging: staging,
+            media: storage.media, uploads: storage.uploads, posts: storage.posts, webhooks: storage.webhooks, staging: staging,
             stagedMediaTTL: configuration.stagedMediaTTL, logger: logger)
         let dispatcher = WebhookDispatcher(
             webhooks: storage.webhooks, changes: storage.changes,
@@ -165,6 +168,11 @@ public struct Application: Sendable {
         DashboardRoutes().register(in: &router)
         MediaRoutes(service: MediaService(media: storage.media, staging: staging), maxMediaBytes: configuration.maxMediaBytes)
             .register(in: &router)
+        UploadRoutes(
+            service: UploadService(
+                uploads: storage.uploads, media: storage.media, staging: staging, sessions: UploadSessions(),
+                maxMediaBytes: configuration.maxMediaBytes, ttl: configuration.stagedMediaTTL, replica: configuration.replicaID)
+        ).register(in: &router)
         // The way a publish takes: route -> service -> repository -> (the runner claims the job) -> media store.
         PostRoutes(
             service: PostService(

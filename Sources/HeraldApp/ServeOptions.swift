@@ -170,7 +170,9 @@ extension HeraldConfiguration {
                 return parsed
             }
         },
-        .integer("staged-media-ttl", \.stagedMediaTTL, minimum: 1, help: "Seconds an uploaded medium that no post uses is kept."),
+        .integer(
+            "staged-media-ttl", \.stagedMediaTTL, minimum: 1,
+            help: "Seconds an uploaded medium that no post uses is kept, and an incomplete resumable upload."),
         .integer("max-streams", \.maxStreams, minimum: 1, help: "Server-Sent Events streams open at once; more get 503."),
         .integer("webhook-timeout", \.webhookTimeout, minimum: 1, help: "Seconds a webhook attempt may take; a 2xx within it delivers."),
         .integer("webhook-attempts", \.webhookAttempts, minimum: 1, help: "Attempts before a webhook delivery fails for good."),

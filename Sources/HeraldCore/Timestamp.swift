@@ -127,6 +127,20 @@ extension Timestamp {
         buffer[23] = ASCII.upperZ
     }
 
+    /// The HTTP date (RFC 9110's IMF-fixdate) of this instant to the second, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+    public var httpDate: String {
+        let days = Gregorian.floorDivide(millisecondsSinceEpoch, Gregorian.millisecondsPerDay)
+        let secondOfDay = (millisecondsSinceEpoch - days * Gregorian.millisecondsPerDay) / 1000
+        let (year, month, day) = Gregorian.civil(fromDays: days)
+        // 1970-01-01 was a Thursday.
+        let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][Int(Gregorian.floorModulo(days, 7))]
+        let monthName = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][Int(month) - 1]
+        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let time = "\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60))"
+        let paddedYear = String(repeating: "0", count: max(0, 4 - String(year).count)) + String(year)
+        return "\(weekday), \(two(day)) \(monthName) \(paddedYear) \(time) GMT"
+    }
+
     /// Parses any RFC 3339 `date-time` (section 5.6), converting it to UTC; nil when it is not one.
     ///
     /// Accepts `T`/`t` and `Z`/`z`, numeric offsets (`+02:00`, `-00:00`), and any number of fractional

@@ -12,6 +12,8 @@ public protocol Storage: Sendable {
     var posts: any PostRepository { get }
     /// Staged media.
     var media: any MediaRepository { get }
+    /// Resumable uploads under way.
+    var uploads: any UploadRepository { get }
     /// API keys.
     var keys: any KeyRepository { get }
     /// Webhook endpoints and their deliveries (the outbox).
@@ -174,6 +176,44 @@ public protocol MediaRepository: Sendable {
     func liveStagingPaths() async throws -> Set<String>
     /// Every medium, with what it should have on disk and in the store.
     func holdings() async throws -> [MediaHolding]
+}
+
+/// What taking an upload for a `PATCH` found.
+public enum UploadHold: Sendable, Equatable {
+    /// Held: the upload as it is.
+    case held(Upload)
+    /// Another `PATCH` holds it (423).
+    case busy
+    /// No such upload of the tenant, or it expired.
+    case notFound
+}
+
+/// Resumable uploads (tus): the offset durable in the database, the bytes in the staging area.
+public protocol UploadRepository: Sendable {
+    /// Records a new upload of `tenant`.
+    func insert(_ upload: Upload, tenant: Tenant) async throws
+    /// The upload with this id, if `tenant` owns it and it has not expired by `now`.
+    func find(id: MediaID, tenant: Tenant, now: Timestamp) async throws -> Upload?
+    /// Takes the upload for one `PATCH` until `until`, as `holder`, if no live hold is on it: the upload then, or why not.
+    func hold(id: MediaID, tenant: Tenant, holder: String, now: Timestamp, until: Timestamp) async throws -> UploadHold
+    /// Extends `holder`'s hold; false when it is no longer held by it (lost, or the upload is gone).
+    func renew(id: MediaID, holder: String, until: Timestamp) async throws -> Bool
+    /// Ends `holder`'s hold (nothing when it holds none).
+    func release(id: MediaID, holder: String) async throws
+    /// Ends every hold, or (with `prefix`) those whose holder starts with it: a process's own after a restart.
+    func releaseHolds(prefix: String?) async throws
+    /// Moves the offset from `from` to `to` for `holder`; false when it no longer was `from`, the hold is not `holder`'s
+    /// (fencing: a replica that lost the hold changes nothing), or the upload is gone.
+    func advance(id: MediaID, holder: String, from: Int64, to: Int64) async throws -> Bool
+    /// Makes the complete upload the staged media `media`, its bytes at `stagingPath`: the upload's row goes and the
+    /// media's comes, in one transaction. False when the upload is gone (or not complete).
+    func complete(id: MediaID, tenant: Tenant, as media: Media, stagingPath: String) async throws -> Bool
+    /// Deletes the upload of `tenant`; the path of its bytes, or nil when there was none.
+    func delete(id: MediaID, tenant: Tenant) async throws -> String?
+    /// Deletes the uploads expired by `now`; the paths of their bytes, to remove once this has committed.
+    func expire(now: Timestamp) async throws -> [String]
+    /// The paths of every upload's bytes, which the staging sweep keeps.
+    func liveBytesPaths() async throws -> Set<String>
 }
 
 /// API keys, kept as the SHA-256 of their text.

@@ -221,7 +221,7 @@ public struct Router: Sendable {
         do {
             return try await route.handler(request)
         } catch {
-            return problem(for: error, route: route, request: request)
+            return problem(for: error, route: route.template, request: request)
         }
     }
 
@@ -231,12 +231,12 @@ public struct Router: Sendable {
         do {
             return try immediate(request)
         } catch {
-            return problem(for: error, route: route, request: request)
+            return problem(for: error, route: route.template, request: request)
         }
     }
 
     /// The problem response for what a handler threw; anything but an `HTTPError` or a cancellation is logged as a 500.
-    private static func problem(for error: any Error, route: Route, request: Request) -> Response {
+    public static func problem(for error: any Error, route: String, request: Request) -> Response {
         switch error {
         case let error as HTTPError:
             return error.response
@@ -245,7 +245,7 @@ public struct Router: Sendable {
         case is CancellationError:
             return HTTPError(.serviceUnavailable, detail: "the request was cancelled").response
         default:
-            request.logger.error("unhandled error", metadata: ["error": "\(error)", "route": "\(route.template)"])
+            request.logger.error("unhandled error", metadata: ["error": "\(error)", "route": "\(route)"])
             return HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
         }
     }

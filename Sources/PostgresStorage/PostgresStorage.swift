@@ -140,6 +140,7 @@ public final class PostgresStorage: Storage, Service {
     public var jobs: any JobRepository { PostgresJobRepository(storage: self) }
     public var posts: any PostRepository { PostgresPostRepository(storage: self) }
     public var media: any MediaRepository { PostgresMediaRepository(storage: self) }
+    public var uploads: any UploadRepository { PostgresUploadRepository(storage: self) }
     public var keys: any KeyRepository { PostgresKeyRepository(storage: self) }
     public var webhooks: any WebhookRepository { PostgresWebhookRepository(storage: self) }
     public var objectDeletions: any ObjectDeletionRepository { PostgresObjectDeletionRepository(storage: self) }

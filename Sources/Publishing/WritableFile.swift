@@ -27,6 +27,24 @@ public final class WritableFile: @unchecked Sendable {
         guard descriptor >= 0 else { throw Failure(operation: "open \(path)", code: errno) }
     }
 
+    /// Opens (or creates) the file at `path` to write after its first `length` bytes, cutting off any past them (bytes
+    /// written once but never counted durable). Throws `ENODATA` when the file holds fewer than `length` bytes.
+    public init(appendingTo path: String, after length: Int64, mode: mode_t = 0o600) throws(Failure) {
+        self.path = path
+        descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, mode)
+        guard descriptor >= 0 else { throw Failure(operation: "open \(path)", code: errno) }
+        let size = lseek(descriptor, 0, SEEK_END)
+        guard size >= 0 else { throw Failure(operation: "lseek \(path)", code: errno) }
+        guard size >= length else { throw Failure(operation: "read \(path): \(size) of \(length) bytes", code: ENODATA) }
+        try truncate(to: length)
+    }
+
+    /// Cuts the file to its first `length` bytes and writes on from there.
+    public func truncate(to length: Int64) throws(Failure) {
+        guard ftruncate(descriptor, off_t(length)) == 0 else { throw Failure(operation: "ftruncate \(path)", code: errno) }
+        guard lseek(descriptor, off_t(length), SEEK_SET) >= 0 else { throw Failure(operation: "lseek \(path)", code: errno) }
+    }
+
     deinit { if descriptor >= 0 { systemClose(descriptor) } }
 
     public func write(_ bytes: [UInt8]) throws(Failure) {

@@ -184,6 +184,7 @@ extension SQLiteStorage {
     public var jobs: any JobRepository { SQLiteJobRepository(storage: self) }
     public var posts: any PostRepository { SQLitePostRepository(storage: self) }
     public var media: any MediaRepository { SQLiteMediaRepository(pool: pool) }
+    public var uploads: any UploadRepository { SQLiteUploadRepository(pool: pool) }
     public var keys: any KeyRepository { SQLiteKeyRepository(pool: pool) }
     public var webhooks: any WebhookRepository { SQLiteWebhookRepository(pool: pool) }
     public var objectDeletions: any ObjectDeletionRepository { SQLiteObjectDeletionRepository(pool: pool) }

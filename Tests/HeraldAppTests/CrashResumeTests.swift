@@ -136,12 +136,12 @@ struct CrashResumeTests {
 }
 
 /// The size of the file at `path`, 0 when there is none.
-private func fileSize(_ path: String) -> Int {
+func fileSize(_ path: String) -> Int {
     ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
 }
 
 /// A request body that sends `head`, then never sends more (until its task is cancelled).
-private struct StalledBody: AsyncSequence, Sendable {
+struct StalledBody: AsyncSequence, Sendable {
     let head: [UInt8]
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(head: head) }

@@ -66,7 +66,7 @@ struct LifecycleTests {
             #expect(created.status == .accepted)
             #expect(files(in: directory + "/staging").count == 2)
             // Not yet: under a minute old.
-            #expect(await sweeper.sweep(now: .now()) == (0, 0, 0))
+            #expect(await sweeper.sweep(now: .now()) == (0, 0, 0, 0))
             // Past the TTL: the unattached medium goes, row and file; the attached one stays.
             let later = Timestamp.now().adding(milliseconds: 61_000)
             #expect(await sweeper.sweep(now: later).media == 1)

@@ -16,6 +16,15 @@ func postgresDatabase() async throws -> String {
     return server.url(database: try await server.makeDatabase())
 }
 
+/// A replica's configuration: `database`, and a file store under `folder` that every replica shares.
+func sharedStoreReplica(_ name: String, database: String, folder: String) -> @Sendable (inout HeraldConfiguration) -> Void {
+    {
+        $0.database = database
+        $0.replicaID = name
+        $0.store = "file://\(folder)/objects"
+    }
+}
+
 /// Herald on PostgreSQL (`--database`): the contract's calls behave as on SQLite.
 @Suite("Herald on PostgreSQL", .serialized, .timeLimit(.minutes(2)))
 struct PostgresHeraldTests {
@@ -338,13 +347,7 @@ struct ReplicaTests {
         let database = try await postgresDatabase()
         let shared = FileManager.default.temporaryDirectory.appendingPathComponent("herald-shared-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: shared) }
-        @Sendable func replica(_ name: String) -> (inout HeraldConfiguration) -> Void {
-            {
-                $0.database = database
-                $0.replicaID = name
-                $0.store = "file://\(shared)/objects"
-            }
-        }
+        let replica = { @Sendable (name: String) in sharedStoreReplica(name, database: database, folder: shared) }
         try await withHerald(configure: replica("one")) { one, _, first in
             let key = TestKey.current
             try await withHerald(configure: replica("two")) { two, _, second in
@@ -371,6 +374,38 @@ struct ReplicaTests {
                     #expect(files(in: "\(shared)/objects/staging").isEmpty)
                     #expect(files(in: second.configuration.dataDirectory + "/staging").isEmpty)
                 }
+            }
+        }
+    }
+
+    @Test("a resumable upload begun through one replica is resumed through the other and published")
+    func resumableUploadAcrossReplicas() async throws {
+        let database = try await postgresDatabase()
+        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("herald-tus-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        let replica = { @Sendable (name: String) in sharedStoreReplica(name, database: database, folder: shared) }
+        try await withHerald(configure: replica("one")) { one, _, first in
+            let key = try #require(first.initialKey?.secret)
+            try await withHerald(configure: replica("two")) { two, _, _ in
+                let bytes = jpeg(count: 500_000)
+                let url = try await createUpload(one, key: key, length: bytes.count)
+                let path = try #require(URL(string: url)?.path)
+                let id = String(try #require(path.split(separator: "/").last))
+                let half = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0")], body: Array(bytes.prefix(200_000)))
+                #expect(half.status == .noContent)
+                // The offset is in the database and the bytes in the shared store: the other replica goes on.
+                #expect(try await uploadOffset(two + path, key: key) == 200_000)
+                #expect(files(in: "\(shared)/objects/staging") == ["\(id).upload"])
+                let rest = try await tus(.PATCH, two + path, key: key, headers: [("Upload-Offset", "200000")], body: Array(bytes[200_000...]))
+                #expect(rest.status == .noContent, "\(rest.body)")
+                #expect(files(in: "\(shared)/objects/staging") == ["\(id).jpg"])
+                let media = try await call(.GET, "\(one)/v1/media/\(id)", key: key)
+                let json = try #require(try JSONSerialization.jsonObject(with: Data(media.body.utf8)) as? [String: Any])
+                #expect(json["sha256"] as? String == sha256(bytes), "re-read once by the replica that did not take the first bytes")
+                let created = try await TestKey.$current.withValue(key) { try await createPost(one, ["text": "resumed", "media_ids": [id]]) }
+                let jobID = try #require(try postAndJob(created.json).job["id"] as? String)
+                let done = try await call(.GET, "\(two)/v1/jobs/\(jobID)?wait=30", key: key)
+                #expect(done.body.contains(#""state":"succeeded""#), "\(done.body)")
             }
         }
     }

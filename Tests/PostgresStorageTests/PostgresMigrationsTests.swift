@@ -38,7 +38,7 @@ struct PostgresMigrationsTests {
                 "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public' AND table_name <> 'herald_migrations'",
                 logger: quiet
             ).decode(Int.self).reduce(into: []) { $0.append($1) }
-            #expect(tables == [12])
+            #expect(tables == [13])
         }
     }
 

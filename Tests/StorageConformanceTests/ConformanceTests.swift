@@ -658,6 +658,80 @@ struct ConformanceTests {
         }
     }
 
+    @Test(
+        "a resumable upload's offset moves only from where it is; complete, it becomes media in one step; it expires",
+        arguments: Backend.allCases)
+    func resumableUploads(_ backend: Backend) async throws {
+        try await backend.withStorage { storage in
+            let id = MediaID.generate(at: At.at(0))
+            let upload = Upload(
+                id: id, contentType: .jpeg, description: "alt", length: 300, bytesPath: "staging/\(id).upload", createdAt: At.at(0),
+                expiresAt: At.at(60))
+            try await storage.uploads.insert(upload, tenant: .default)
+            #expect(try await storage.uploads.find(id: id, tenant: .default, now: At.at(1)) == upload)
+            #expect(try await storage.uploads.find(id: id, tenant: Tenant(rawValue: "other")!, now: At.at(1)) == nil)
+            #expect(try await storage.uploads.find(id: id, tenant: .default, now: At.at(60)) == nil, "expired, even before the sweep")
+
+            // One hold at a time, until it lapses; the offset moves only for the holder, and only from where it is.
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "a:1", now: At.at(1), until: At.at(11)) == .held(upload))
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "b:1", now: At.at(2), until: At.at(12)) == .busy)
+            #expect(
+                try await storage.uploads.hold(id: id, tenant: Tenant(rawValue: "other")!, holder: "b:1", now: At.at(2), until: At.at(12))
+                    == .notFound)
+            #expect(try await storage.uploads.advance(id: id, holder: "a:1", from: 0, to: 100))
+            #expect(try await !storage.uploads.advance(id: id, holder: "a:1", from: 0, to: 200), "from an old offset")
+            #expect(try await !storage.uploads.advance(id: id, holder: "b:1", from: 100, to: 200), "not the holder")
+            #expect(try await storage.uploads.renew(id: id, holder: "a:1", until: At.at(20)))
+            #expect(try await !storage.uploads.renew(id: id, holder: "b:1", until: At.at(20)))
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "b:1", now: At.at(15), until: At.at(25)) == .busy)
+            // Lapsed: another takes it, and the first (fenced off) can change nothing.
+            var advanced = upload
+            advanced.offset = 100
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "b:1", now: At.at(21), until: At.at(31)) == .held(advanced))
+            #expect(try await !storage.uploads.advance(id: id, holder: "a:1", from: 100, to: 200))
+            #expect(try await !storage.uploads.renew(id: id, holder: "a:1", until: At.at(40)))
+            try await storage.uploads.release(id: id, holder: "a:1")
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "c:1", now: At.at(22), until: At.at(32)) == .busy)
+            try await storage.uploads.releaseHolds(prefix: "c:")
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "c:1", now: At.at(22), until: At.at(32)) == .busy, "b's")
+            try await storage.uploads.releaseHolds(prefix: "b:")
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "c:1", now: At.at(22), until: At.at(32)) == .held(advanced))
+            try await storage.uploads.release(id: id, holder: "c:1")
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "d:1", now: At.at(23), until: At.at(33)) == .held(advanced))
+            #expect(try await storage.uploads.find(id: id, tenant: .default, now: At.at(1))?.offset == 100)
+            #expect(try await storage.uploads.liveBytesPaths() == ["staging/\(id).upload"])
+
+            // Not complete: no media. Complete: the row goes and the media comes, in one step, once.
+            let medium = Media(
+                id: id, contentType: .jpeg, size: 300, sha256: String(repeating: "cd", count: 32), description: "alt", createdAt: At.at(2))
+            #expect(try await !storage.uploads.complete(id: id, tenant: .default, as: medium, stagingPath: "staging/\(id).jpg"))
+            #expect(try await storage.media.find(id: id, tenant: .default) == nil)
+            #expect(try await storage.uploads.advance(id: id, holder: "d:1", from: 100, to: 300))
+            #expect(try await !storage.uploads.complete(id: id, tenant: Tenant(rawValue: "other")!, as: medium, stagingPath: "staging/\(id).jpg"))
+            #expect(try await storage.uploads.complete(id: id, tenant: .default, as: medium, stagingPath: "staging/\(id).jpg"))
+            #expect(try await !storage.uploads.complete(id: id, tenant: .default, as: medium, stagingPath: "staging/\(id).jpg"))
+            #expect(try await storage.media.find(id: id, tenant: .default) == medium)
+            #expect(try await storage.uploads.find(id: id, tenant: .default, now: At.at(3)) == nil)
+            #expect(try await storage.uploads.liveBytesPaths().isEmpty)
+
+            // Deleted by its tenant only; expired by the sweep once past its time.
+            let second = Upload(
+                id: MediaID.generate(at: At.at(1)), contentType: .png, description: nil, length: 10, bytesPath: "staging/b.upload",
+                createdAt: At.at(1), expiresAt: At.at(61))
+            let third = Upload(
+                id: MediaID.generate(at: At.at(2)), contentType: .mp4, description: nil, length: 10, bytesPath: "staging/c.upload",
+                createdAt: At.at(2), expiresAt: At.at(62))
+            try await storage.uploads.insert(second, tenant: .default)
+            try await storage.uploads.insert(third, tenant: .default)
+            #expect(try await storage.uploads.delete(id: second.id, tenant: Tenant(rawValue: "other")!) == nil)
+            #expect(try await storage.uploads.delete(id: second.id, tenant: .default) == "staging/b.upload")
+            #expect(try await storage.uploads.delete(id: second.id, tenant: .default) == nil)
+            #expect(try await storage.uploads.expire(now: At.at(61)).isEmpty)
+            #expect(try await storage.uploads.expire(now: At.at(62)) == ["staging/c.upload"])
+            #expect(try await storage.uploads.liveBytesPaths().isEmpty)
+        }
+    }
+
     @Test("a job's end writes a delivery to each endpoint that takes its event; attempts are recorded", arguments: Backend.allCases)
     func webhookOutbox(_ backend: Backend) async throws {
         try await backend.withStorage { storage in

@@ -7,12 +7,13 @@ import Publishing
 import ServiceLifecycle
 
 /// Expires what has outlived its time, at start and every minute: unattached media past `--staged-media-ttl` (row,
-/// then file), idempotency keys past their 24 hours and webhook deliveries past their 7 days. At start and every hour it also removes staged files that no
+/// then file), incomplete uploads past their `Upload-Expires`, idempotency keys past their 24 hours and webhook deliveries past their 7 days. At start and every hour it also removes staged files that no
 /// live row needs (left by a crash between a publish's commit and its clean-up, or between a file and its row).
 ///
 /// Each pass is one indexed query that reads nothing when nothing has expired.
 struct Sweeper: Service {
     let media: any MediaRepository
+    let uploads: any UploadRepository
     let posts: any PostRepository
     let webhooks: any WebhookRepository
     let staging: StagingArea
@@ -41,27 +42,31 @@ struct Sweeper: Service {
     }
 
     /// Expires unattached media, idempotency keys and webhook deliveries as of `now`; returns how many of each went.
-    func sweep(now: Timestamp) async -> (media: Int, keys: Int, deliveries: Int) {
-        var result = (media: 0, keys: 0, deliveries: 0)
+    func sweep(now: Timestamp) async -> (media: Int, uploads: Int, keys: Int, deliveries: Int) {
+        var result = (media: 0, uploads: 0, keys: 0, deliveries: 0)
         do {
             let paths = try await media.expireUnattached(createdBy: now.adding(milliseconds: -Int64(stagedMediaTTL) * 1000))
             // After the commit: a crash in between leaves files, which the file sweep removes, never rows without files.
             for path in paths { await staging.remove(path) }
             result.media = paths.count
+            let uploadPaths = try await uploads.expire(now: now)
+            for path in uploadPaths { await staging.remove(path) }
+            result.uploads = uploadPaths.count
             result.keys = try await posts.forgetExpiredKeys(now: now)
             result.deliveries = try await webhooks.expire(before: now.adding(milliseconds: -Self.deliveryRetention))
         } catch {
             logger.error("sweep failed", metadata: ["error": "\(error)"])
         }
-        if result.media > 0 || result.keys > 0 || result.deliveries > 0 {
+        if result.media > 0 || result.uploads > 0 || result.keys > 0 || result.deliveries > 0 {
             logger.info(
                 "swept",
                 metadata: [
-                    "expired_media": "\(result.media)", "forgotten_idempotency_keys": "\(result.keys)",
+                    "expired_media": "\(result.media)", "expired_uploads": "\(result.uploads)", "forgotten_idempotency_keys": "\(result.keys)",
                     "forgotten_webhook_deliveries": "\(result.deliveries)",
                 ])
         }
         Counter(label: "herald_swept_total", dimensions: [("what", "media")]).increment(by: result.media)
+        Counter(label: "herald_swept_total", dimensions: [("what", "uploads")]).increment(by: result.uploads)
         _ = staging.freeBytes()
         return result
     }
@@ -70,7 +75,7 @@ struct Sweeper: Service {
     /// returns their data-directory-relative paths (store keys).
     func sweepFiles(olderThan grace: TimeInterval) async -> [String] {
         do {
-            let live = try await media.liveStagingPaths()
+            let live = try await media.liveStagingPaths().union(uploads.liveBytesPaths())
             let cutoff = Date().timeIntervalSince1970 - grace
             let stray = try await staging.entries().filter { !live.contains($0.key) && $0.modified <= cutoff }.map(\.key)
             for path in stray { await staging.remove(path) }

@@ -62,7 +62,7 @@ struct MediaRoutes {
 
     /// 422 for a description over the limit, counted in Unicode code points (as JSON Schema's `maxLength` counts), or
     /// holding U+0000 (no database text holds it).
-    private static func checkDescription(_ description: String?) throws {
+    static func checkDescription(_ description: String?) throws {
         guard let description else { return }
         if description.unicodeScalars.count > maxDescriptionLength {
             throw HTTPError(

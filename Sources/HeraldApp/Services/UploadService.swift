@@ -1,0 +1,335 @@
+import Crypto
+import FileReading
+import Foundation
+import HTTPTypes
+import HeraldCore
+import HeraldStorage
+import MicroHTTP
+import NIOCore
+import Platform
+import Publishing
+import Synchronization
+
+/// Resumable uploads (tus): creates them, appends each `PATCH` body durably, and makes a complete one a staged media.
+///
+/// The offset lives in the database and moves only once the bytes up to it are fsynced, so a crash never reports
+/// bytes it then loses; a file longer than its offset (bytes written but never counted) is cut back before the next
+/// append. One `PATCH` at a time holds an upload, on whichever replica (a hold in the database, renewed while bytes
+/// come); the offset moves only for the holder. The SHA-256 of the whole media runs on across `PATCH`es from the state
+/// kept in ``UploadSessions``; after a restart (or a `PATCH` through another replica) the bytes already received are
+/// read again, once.
+struct UploadService {
+    let uploads: any UploadRepository
+    let media: any MediaRepository
+    let staging: StagingArea
+    let sessions: UploadSessions
+    let maxMediaBytes: Int
+    /// Seconds an incomplete upload is kept (`--staged-media-ttl`).
+    let ttl: Int
+    /// This process's replica id: the start of its holders' names.
+    let replica: String
+
+    /// What a creation asks for.
+    struct Creation {
+        var length: Int64
+        var type: MediaType
+        var description: String?
+    }
+
+    /// Records a new upload of `tenant`.
+    func create(_ creation: Creation, tenant: Tenant) async throws -> Upload {
+        guard bytesFolder != nil else {
+            throw HTTPError(
+                .notImplemented, detail: "resumable uploads need the data directory or the file media store; use POST /v1/media with S3")
+        }
+        try staging.ensureSpace(for: Int(creation.length))
+        let id = MediaID.generate()
+        let now = Timestamp.now()
+        let upload = Upload(
+            id: id, contentType: creation.type, description: creation.description, length: creation.length,
+            bytesPath: "\(StagingArea.folder)/\(id).upload", createdAt: now, expiresAt: now.adding(milliseconds: Int64(ttl) * 1000))
+        try await uploads.insert(upload, tenant: tenant)
+        return upload
+    }
+
+    /// The upload `id` of `tenant`; an upload that became media answers as a complete one.
+    func find(_ id: String, tenant: Tenant) async throws -> Upload {
+        guard let uploadID = MediaID(validating: id) else { throw ServiceError.notFound(kind: "upload", id: id) }
+        if let upload = try await uploads.find(id: uploadID, tenant: tenant, now: .now()) {
+            // Every byte counted but not yet media: a crash came between the two; finish it now (under a hold).
+            if upload.isComplete { _ = try await held(uploadID, tenant: tenant) { upload, _ in upload } }
+            return upload
+        }
+        guard let medium = try await media.find(id: uploadID, tenant: tenant) else { throw ServiceError.notFound(kind: "upload", id: id) }
+        return Upload(
+            id: uploadID, contentType: medium.contentType, description: medium.description, length: medium.size, offset: medium.size,
+            bytesPath: "", createdAt: medium.createdAt, expiresAt: medium.createdAt.adding(milliseconds: Int64(ttl) * 1000))
+    }
+
+    /// Deletes the upload `id` of `tenant` and its bytes.
+    func delete(_ id: String, tenant: Tenant) async throws {
+        guard let uploadID = MediaID(validating: id), let path = try await uploads.delete(id: uploadID, tenant: tenant) else {
+            throw ServiceError.notFound(kind: "upload", id: id)
+        }
+        sessions.forget(uploadID)
+        await staging.remove(path)
+    }
+
+    /// The checksum a `PATCH` body must have.
+    struct Checksum {
+        var algorithm: TusHeaders.ChecksumAlgorithm
+        var digest: [UInt8]
+    }
+
+    /// How long a `PATCH`'s hold lasts unless renewed, and how often a `PATCH` that is taking bytes renews it.
+    static let holdTime: Int64 = 60_000
+    static let renewAfter: Duration = .seconds(10)
+
+    /// Appends `body` to upload `id` at `offset` (the client's `Upload-Offset`); the upload as it then is.
+    ///
+    /// Bytes received before the body stops short (a dropped connection, a refused chunk) are kept and counted, unless a
+    /// checksum was sent: it covers the whole body, so a short one is dropped like a mismatched one.
+    func append(_ body: RequestBody, to id: String, offset: Int64, checksum: Checksum?, tenant: Tenant) async throws -> Upload {
+        guard let uploadID = MediaID(validating: id) else { throw ServiceError.notFound(kind: "upload", id: id) }
+        try staging.ensureSpace(for: body.declaredLength)
+        return try await held(uploadID, tenant: tenant) { upload, holder in
+            try await append(body, to: upload, holder: holder, offset: offset, checksum: checksum, tenant: tenant)
+        }
+    }
+
+    /// Runs `body` while this process holds upload `id` (one `PATCH` at a time, whichever replica takes it): 404 when
+    /// there is none, 423 when another holds it. An upload found complete but not yet media is finished first.
+    private func held(
+        _ id: MediaID, tenant: Tenant, _ body: (Upload, String) async throws -> Upload
+    ) async throws -> Upload {
+        let holder = "\(replica):\(UInt64.random(in: 0...UInt64.max))"
+        let now = Timestamp.now()
+        let upload: Upload
+        switch try await uploads.hold(id: id, tenant: tenant, holder: holder, now: now, until: now.adding(milliseconds: Self.holdTime)) {
+        case .notFound: throw ServiceError.notFound(kind: "upload", id: id.rawValue)
+        case .busy: throw HTTPError(.locked, detail: "another PATCH is taking bytes for this upload; try again when it has ended")
+        case .held(let found): upload = found
+        }
+        let result: Result<Upload, any Error>
+        do {
+            if upload.isComplete {
+                _ = try await finish(upload, tenant: tenant, hasher: nil)
+                result = .success(upload)
+            } else {
+                result = .success(try await body(upload, holder))
+            }
+        } catch {
+            result = .failure(error)
+        }
+        // Also after a dropped connection (the task is cancelled): apart from it, awaited.
+        await Task.detached { [uploads] in try? await uploads.release(id: id, holder: holder) }.value
+        return try result.get()
+    }
+
+    private func append(
+        _ body: RequestBody, to upload: Upload, holder: String, offset: Int64, checksum: Checksum?, tenant: Tenant
+    ) async throws -> Upload {
+        guard offset == upload.offset else {
+            throw HTTPError(.conflict, detail: "Upload-Offset is \(offset), but the upload has \(upload.offset) bytes")
+        }
+        let remaining = upload.length - upload.offset
+        if let declared = body.declaredLength, Int64(declared) > remaining {
+            throw HTTPError(.contentTooLarge, detail: "the body has \(declared) bytes, but only \(remaining) are left of Upload-Length")
+        }
+        let path = try bytesFile(upload.bytesPath)
+        let file = try Self.io { () throws(WritableFile.Failure) in try WritableFile(appendingTo: path, after: upload.offset) }
+        defer { try? file.close() }
+        // The hash state where the last PATCH left it, or (another replica took those bytes, or this one restarted) the
+        // bytes received so far read again, once.
+        var hasher = sessions.hashState(of: upload.id, at: upload.offset)
+        if hasher == nil { hasher = try await Self.hash(path) }
+        guard let before = hasher else { throw HTTPError(.internalServerError, detail: "the upload's bytes could not be read") }
+        var wholeHasher = before
+        var bodyHasher = checksum.map { BodyHasher($0.algorithm) }
+        var written: Int64 = 0
+        var renewed = ContinuousClock.now
+        var failure: (any Error)?
+        do {
+            for try await chunk in body {
+                guard written + Int64(chunk.count) <= remaining else {
+                    throw HTTPError(.contentTooLarge, detail: "the body runs past Upload-Length (\(upload.length) bytes)")
+                }
+                // Bytes are written only while the hold is this PATCH's: a slow body renews it before it could lapse.
+                if renewed.duration(to: .now) > Self.renewAfter {
+                    guard try await uploads.renew(id: upload.id, holder: holder, until: Timestamp.now().adding(milliseconds: Self.holdTime)) else {
+                        throw HTTPError(.conflict, detail: "this PATCH lost its hold on the upload; send HEAD and resume")
+                    }
+                    renewed = .now
+                }
+                try Self.io { () throws(WritableFile.Failure) in try file.write(chunk) }
+                wholeHasher.update(data: chunk)
+                bodyHasher?.update(chunk)
+                written += Int64(chunk.count)
+            }
+            if let checksum, let digest = bodyHasher?.finalize(), digest != checksum.digest {
+                throw HTTPError(
+                    HTTPResponse.Status(code: 460, reasonPhrase: "Checksum Mismatch"),
+                    detail: "the body's \(checksum.algorithm.rawValue) is not the Upload-Checksum sent; nothing was appended")
+            }
+        } catch {
+            failure = error
+        }
+        if let failure, checksum != nil || written == 0 {
+            // Nothing of this body counts: the next append cuts the file back to the offset anyway.
+            sessions.keep(before, of: upload.id, at: upload.offset)
+            throw failure
+        }
+        let reached = upload.offset + written
+        // The bytes are durable before the offset says so; after a dropped connection the task is cancelled, and what
+        // arrived is still kept: the save runs apart from it (awaited here, a few milliseconds).
+        let saved = try await Task.detached { [uploads] in
+            try await file.synchronize()
+            return try await uploads.advance(id: upload.id, holder: holder, from: upload.offset, to: reached)
+        }.value
+        guard saved else { throw ServiceError.notFound(kind: "upload", id: upload.id.rawValue) }
+        sessions.keep(wholeHasher, of: upload.id, at: reached)
+        if let failure { throw failure }
+        var advanced = upload
+        advanced.offset = reached
+        if advanced.isComplete {
+            try? file.close()
+            _ = try await finish(advanced, tenant: tenant, hasher: wholeHasher)
+        }
+        return advanced
+    }
+
+    /// Makes the complete `upload` a staged media as `POST /v1/media` makes one: its first bytes checked against the
+    /// type (415, the upload gone, when they are not it), its SHA-256 and size; returns it.
+    private func finish(_ upload: Upload, tenant: Tenant, hasher: SHA256?) async throws -> Media {
+        let path = try bytesFile(upload.bytesPath)
+        let stagingPath = "\(StagingArea.folder)/\(upload.id).\(upload.contentType.fileExtension)"
+        let finalPath = try bytesFile(stagingPath)
+        sessions.forget(upload.id)
+        // A crash between the rename and the commit leaves the bytes renamed already.
+        let source = access(path, F_OK) == 0 ? path : finalPath
+        guard upload.contentType.matches(signature: Self.head(of: source)) else {
+            _ = try await uploads.delete(id: upload.id, tenant: tenant)
+            unlink(source)
+            throw HTTPError(.unsupportedMediaType, detail: "the bytes are not \(upload.contentType.rawValue); the upload is removed")
+        }
+        var whole = hasher
+        if whole == nil { whole = try await Self.hash(source) }
+        guard let digest = whole?.finalize() else {
+            throw HTTPError(.internalServerError, detail: "the upload's bytes could not be read")
+        }
+        if source == path, rename(path, finalPath) != 0 {
+            throw WritableFile.Failure(operation: "rename \(path)", code: errno)
+        }
+        let medium = Media(
+            id: upload.id, contentType: upload.contentType, size: upload.length, sha256: digest.hexString, description: upload.description,
+            createdAt: .now())
+        guard try await uploads.complete(id: upload.id, tenant: tenant, as: medium, stagingPath: stagingPath) else {
+            throw ServiceError.notFound(kind: "upload", id: upload.id.rawValue)
+        }
+        return medium
+    }
+
+    /// The folder the upload files are in, or nil when the staged bytes are in S3 (no file to append to).
+    private var bytesFolder: String? {
+        switch staging.place {
+        case .directory(let directory): directory
+        case .store: (staging.store as? FileMediaStore)?.root
+        }
+    }
+
+    private func bytesFile(_ relativePath: String) throws -> String {
+        guard let folder = bytesFolder else { throw HTTPError(.notImplemented, detail: "resumable uploads need a file store") }
+        // The store's root may not exist yet (a file store makes its folders on first write).
+        try FileManager.default.createDirectory(
+            atPath: folder + "/" + StagingArea.folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        return folder + "/" + relativePath
+    }
+
+    /// Runs a file operation, answering a full disk as 507 and a file shorter than its offset as 410.
+    private static func io<T>(_ body: () throws(WritableFile.Failure) -> T) throws -> T {
+        do {
+            return try body()
+        } catch {
+            switch error.code {
+            case ENOSPC, EDQUOT, EFBIG: throw HTTPError.insufficientStorage("the staging disk is full")
+            case ENODATA: throw HTTPError(.gone, detail: "the upload's bytes were lost; create it again")
+            default: throw error
+            }
+        }
+    }
+
+    /// The SHA-256 state after every byte of the file at `path`, read in chunks off the cooperative pool; nil when it
+    /// cannot be read.
+    private static func hash(_ path: String) async throws -> SHA256? {
+        guard let file = try? ReadableFile(path: path) else { return nil }
+        var hasher = SHA256()
+        let chunks = FileChunks(file: file, chunkSize: 1 << 20, progress: { _ in }, failure: { $0 })
+        for try await chunk in chunks { chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) } }
+        return hasher
+    }
+
+    /// The file's first bytes, as many as a type's signature needs.
+    private static func head(of path: String) -> [UInt8] {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return [] }
+        defer { close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: MediaType.signatureLength)
+        let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        return Array(bytes.prefix(max(count, 0)))
+    }
+}
+
+/// The checksum of one `PATCH` body, in the algorithm the client chose.
+private enum BodyHasher {
+    case sha1(Insecure.SHA1)
+    case sha256(SHA256)
+
+    init(_ algorithm: TusHeaders.ChecksumAlgorithm) {
+        self = algorithm == .sha1 ? .sha1(Insecure.SHA1()) : .sha256(SHA256())
+    }
+
+    mutating func update(_ bytes: [UInt8]) {
+        switch self {
+        case .sha1(var hasher):
+            hasher.update(data: bytes)
+            self = .sha1(hasher)
+        case .sha256(var hasher):
+            hasher.update(data: bytes)
+            self = .sha256(hasher)
+        }
+    }
+
+    func finalize() -> [UInt8] {
+        switch self {
+        case .sha1(let hasher): Array(hasher.finalize())
+        case .sha256(let hasher): Array(hasher.finalize())
+        }
+    }
+}
+
+/// The SHA-256 state of each upload this process took bytes for, at the offset it reached, so that the next `PATCH`
+/// hashes on without re-reading the file. A `PATCH` asks for the state at the upload's offset: another replica's
+/// `PATCH` in between leaves a state at an older offset, which is not used.
+final class UploadSessions: Sendable {
+    private let states = Mutex<[MediaID: (hasher: SHA256, offset: Int64)]>([:])
+
+    /// The state after the upload's first `offset` bytes, if this process has it.
+    func hashState(of id: MediaID, at offset: Int64) -> SHA256? {
+        states.withLock { states in states[id].flatMap { $0.offset == offset ? $0.hasher : nil } }
+    }
+
+    /// Keeps `hasher` as the upload's state after its first `offset` bytes.
+    func keep(_ hasher: SHA256, of id: MediaID, at offset: Int64) {
+        states.withLock { $0[id] = (hasher, offset) }
+    }
+
+    /// Drops the upload's state (deleted, or became media).
+    func forget(_ id: MediaID) {
+        states.withLock { $0[id] = nil }
+    }
+}
+
+extension HTTPResponse.Status {
+    /// 423 (RFC 4918): the upload is busy with another `PATCH`.
+    static let locked = HTTPResponse.Status(code: 423, reasonPhrase: "Locked")
+}

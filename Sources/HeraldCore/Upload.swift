@@ -1,0 +1,37 @@
+/// A resumable upload (tus) under way: the media it becomes once its last byte arrives, and how far its bytes reach.
+public struct Upload: Sendable, Equatable {
+    /// The upload's id, which is the id of the media it becomes.
+    public var id: MediaID
+    /// The declared media type (`Upload-Metadata`'s `filetype`), checked against the bytes when complete.
+    public var contentType: MediaType
+    /// The alt text (`Upload-Metadata`'s `description`), if any.
+    public var description: String?
+    /// The whole upload's size (`Upload-Length`); never 0.
+    public var length: Int64
+    /// How many bytes are durably received (`Upload-Offset`).
+    public var offset: Int64
+    /// Where the bytes received so far are, relative to the staging area; never derived from client input.
+    public var bytesPath: String
+    /// When it was created.
+    public var createdAt: Timestamp
+    /// When an incomplete upload is forgotten (`Upload-Expires`).
+    public var expiresAt: Timestamp
+
+    /// Creates an upload.
+    public init(
+        id: MediaID, contentType: MediaType, description: String?, length: Int64, offset: Int64 = 0, bytesPath: String,
+        createdAt: Timestamp, expiresAt: Timestamp
+    ) {
+        self.id = id
+        self.contentType = contentType
+        self.description = description
+        self.length = length
+        self.offset = offset
+        self.bytesPath = bytesPath
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+
+    /// Whether every byte has arrived.
+    public var isComplete: Bool { offset == length }
+}

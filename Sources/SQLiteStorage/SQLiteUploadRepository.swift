@@ -1,0 +1,115 @@
+import GRDB
+import HeraldCore
+import HeraldStorage
+
+/// Resumable uploads' rows: the offset moves by compare-and-set, and a complete upload becomes a media row in one
+/// transaction.
+struct SQLiteUploadRepository: UploadRepository {
+    let pool: DatabasePool
+
+    func insert(_ upload: Upload, tenant: Tenant) async throws {
+        try await pool.write { db in
+            try db.execute(
+                literal: """
+                    INSERT INTO resumable_uploads (id, tenant, content_type, description, length, received, bytes_path, created_at, expires_at)
+                    VALUES (\(upload.id), \(tenant.rawValue), \(upload.contentType.rawValue), \(upload.description), \(upload.length),
+                            \(upload.offset), \(upload.bytesPath), \(upload.createdAt.rfc3339), \(upload.expiresAt.rfc3339))
+                    """
+            )
+        }
+    }
+
+    func find(id: MediaID, tenant: Tenant, now: Timestamp) async throws -> Upload? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM resumable_uploads WHERE id = ? AND tenant = ? AND expires_at > ?",
+                arguments: [id, tenant.rawValue, now.rfc3339]
+            ).flatMap(Self.upload)
+        }
+    }
+
+    func hold(id: MediaID, tenant: Tenant, holder: String, now: Timestamp, until: Timestamp) async throws -> UploadHold {
+        try await pool.write { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT * FROM resumable_uploads WHERE id = ? AND tenant = ? AND expires_at > ?",
+                    arguments: [id, tenant.rawValue, now.rfc3339]),
+                let upload = Self.upload(row)
+            else { return .notFound }
+            if let heldUntil: String = row["held_until"], heldUntil > now.rfc3339 { return .busy }
+            try db.execute(
+                sql: "UPDATE resumable_uploads SET holder = ?, held_until = ? WHERE id = ?", arguments: [holder, until.rfc3339, id])
+            return .held(upload)
+        }
+    }
+
+    func renew(id: MediaID, holder: String, until: Timestamp) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE resumable_uploads SET held_until = ? WHERE id = ? AND holder = ?", arguments: [until.rfc3339, id, holder])
+            return db.changesCount == 1
+        }
+    }
+
+    func release(id: MediaID, holder: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE resumable_uploads SET holder = NULL, held_until = NULL WHERE id = ? AND holder = ?", arguments: [id, holder])
+        }
+    }
+
+    func releaseHolds(prefix: String?) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql:
+                    "UPDATE resumable_uploads SET holder = NULL, held_until = NULL WHERE holder IS NOT NULL AND (? IS NULL OR substr(holder, 1, length(?)) = ?)",
+                arguments: [prefix, prefix, prefix])
+        }
+    }
+
+    func advance(id: MediaID, holder: String, from: Int64, to: Int64) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE resumable_uploads SET received = ? WHERE id = ? AND received = ? AND holder = ?", arguments: [to, id, from, holder])
+            return db.changesCount == 1
+        }
+    }
+
+    func complete(id: MediaID, tenant: Tenant, as media: Media, stagingPath: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM resumable_uploads WHERE id = ? AND tenant = ? AND received = length", arguments: [id, tenant.rawValue])
+            guard db.changesCount == 1 else { return false }
+            try SQLiteMediaRepository.insert(db, media, tenant: tenant, stagingPath: stagingPath)
+            return true
+        }
+    }
+
+    func delete(id: MediaID, tenant: Tenant) async throws -> String? {
+        try await pool.write { db in
+            try String.fetchOne(
+                db, sql: "DELETE FROM resumable_uploads WHERE id = ? AND tenant = ? RETURNING bytes_path", arguments: [id, tenant.rawValue])
+        }
+    }
+
+    func expire(now: Timestamp) async throws -> [String] {
+        try await pool.write { db in
+            try String.fetchAll(
+                db.cachedStatement(sql: "DELETE FROM resumable_uploads WHERE expires_at <= ? RETURNING bytes_path"), arguments: [now.rfc3339])
+        }
+    }
+
+    func liveBytesPaths() async throws -> Set<String> {
+        try await pool.read { db in Set(try String.fetchAll(db, sql: "SELECT bytes_path FROM resumable_uploads")) }
+    }
+
+    /// The upload of a `resumable_uploads` row (`nil` if the row holds values this version does not know).
+    private static func upload(_ row: Row) -> Upload? {
+        guard let type = MediaType(rawValue: row["content_type"]),
+            let createdAt = Timestamp(rfc3339: row["created_at"]),
+            let expiresAt = Timestamp(rfc3339: row["expires_at"])
+        else { return nil }
+        return Upload(
+            id: row["id"], contentType: type, description: row["description"], length: row["length"], offset: row["received"],
+            bytesPath: row["bytes_path"], createdAt: createdAt, expiresAt: expiresAt)
+    }
+}

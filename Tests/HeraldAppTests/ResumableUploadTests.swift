@@ -1,0 +1,284 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import HeraldCore
+import NIOCore
+import NIOHTTP1
+import Platform
+import Testing
+
+@testable import HeraldApp
+
+/// A JPEG of `count` bytes: the signature, then bytes that do not repeat in short runs.
+func jpeg(count: Int) -> [UInt8] {
+    let head: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10, 0x4A, 0x46, 0x49, 0x46, 0, 1]
+    return head + (0..<(count - head.count)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
+}
+
+/// One tus request: `Tus-Resumable: 1.0.0` and the key unless told otherwise.
+func tus(
+    _ method: HTTPMethod, _ url: String, key: String?, headers: [(String, String)] = [], body: [UInt8]? = nil, version: String? = "1.0.0"
+) async throws -> RawAnswer {
+    var all = headers
+    if let version { all.append(("Tus-Resumable", version)) }
+    let contentType = body == nil ? nil : "application/offset+octet-stream"
+    return try await call(method, url, key: key, contentType: contentType, headers: all, body: body)
+}
+
+/// Creates an upload of `length` bytes of `type`; its URL.
+func createUpload(_ base: String, key: String, length: Int, type: String = "image/jpeg") async throws -> String {
+    let metadata = "filetype \(Data(type.utf8).base64EncodedString()),filename \(Data("clip.jpg".utf8).base64EncodedString())"
+    let created = try await tus(.POST, "\(base)/v1/uploads", key: key, headers: [("Upload-Length", "\(length)"), ("Upload-Metadata", metadata)])
+    try #require(created.status == .created, "\(created.status) \(created.body)")
+    #expect(created.headers["Tus-Resumable"] == ["1.0.0"])
+    #expect(created.headers["Upload-Expires"].first?.hasSuffix(" GMT") == true)
+    return base + (try #require(created.headers["Location"].first))
+}
+
+/// A PATCH whose body sends `head` of its declared `length`, then stalls until the task is cancelled.
+func stalledPatch(_ url: String, key: String, offset: Int, head: [UInt8], length: Int) -> Task<Void, Never> {
+    Task {
+        var request = HTTPClientRequest(url: url)
+        request.method = .PATCH
+        request.headers.add(name: "Authorization", value: "Bearer \(key)")
+        request.headers.add(name: "Tus-Resumable", value: "1.0.0")
+        request.headers.add(name: "Upload-Offset", value: "\(offset)")
+        request.headers.add(name: "Content-Type", value: "application/offset+octet-stream")
+        request.body = .stream(StalledBody(head: head), length: .known(Int64(length)))
+        _ = try? await HTTPClient.shared.execute(request, timeout: .seconds(60))
+    }
+}
+
+func uploadOffset(_ url: String, key: String) async throws -> Int? {
+    let answer = try await tus(.HEAD, url, key: key)
+    return answer.status == .ok ? answer.headers["Upload-Offset"].first.flatMap { Int($0) } : nil
+}
+
+/// Runs Tests/Support/tus_upload.py (tuspy); its JSON line.
+func tuspy(_ arguments: [String]) async throws -> [String: Any] {
+    let script = FileManager.default.currentDirectoryPath + "/Tests/Support/tus_upload.py"
+    let run = try ClientProcess(["python3", script] + arguments, environment: ProcessInfo.processInfo.environment, executable: "/usr/bin/env")
+    let status = await run.exitStatus()
+    try #require(status == 0, "stdout: \(run.stdout)\nstderr: \(run.stderr)")
+    return try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+}
+
+@Suite("Resumable uploads (tus)", .serialized, .timeLimit(.minutes(2)))
+struct ResumableUploadTests {
+    /// tuspy, unchanged, sends a file in 256 KiB PATCHes with sha1 checksums; the upload becomes a staged media with the
+    /// file's size and SHA-256, which a post publishes.
+    @Test func tuspyUploadsInChunksAndTheUploadBecomesAPostsMedia() async throws {
+        try await withHerald { base, _, application in
+            let key = try #require(application.initialKey?.secret)
+            let bytes = jpeg(count: 1_300_000)
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("tus-\(UUID().uuidString).jpg").path
+            try Data(bytes).write(to: URL(fileURLWithPath: file))
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            let common = ["--url", "\(base)/v1/uploads", "--key", key, "--file", file, "--type", "image/jpeg", "--chunk-size", "\(256 << 10)"]
+
+            // Two chunks, then a new tuspy process resumes from the offset the server reports.
+            let first = try await tuspy(common + ["--stop-after", "2", "--checksum", "--description", "a cat"])
+            let url = try #require(first["url"] as? String)
+            #expect(first["offset"] as? Int == 2 << 18)
+            #expect(try await uploadOffset(url, key: key) == 2 << 18)
+            let id = String(try #require(url.split(separator: "/").last))
+            #expect(try await call(.GET, "\(base)/v1/media/\(id)", key: key).status == .notFound, "not media before the last byte")
+            let rest = try await tuspy(common + ["--resume-url", url, "--checksum"])
+            #expect(rest["offset"] as? Int == bytes.count)
+            #expect(rest["patches"] as? Int == 3, "only what was missing was sent")
+
+            let media = try await send(.GET, "\(base)/v1/media/\(id)")
+            #expect(media.status == .ok)
+            #expect(media.json["size"] as? Int == bytes.count)
+            #expect(media.json["sha256"] as? String == sha256(bytes))
+            #expect(media.json["content_type"] as? String == "image/jpeg")
+            #expect(media.json["description"] as? String == "a cat")
+            #expect(stagedFiles(application) == ["\(id).jpg"])
+            // HEAD of a finished upload: complete.
+            #expect(try await uploadOffset(url, key: key) == bytes.count)
+
+            let post = try await createPost(base, ["text": "resumed", "media_ids": [id]])
+            #expect(post.status == .accepted, "\(post.json)")
+        }
+    }
+
+    /// A connection dropped mid-PATCH: the bytes that arrived count (the next HEAD says so) and the rest resumes from there.
+    @Test func aDroppedPatchKeepsWhatArrivedAndTheRestResumes() async throws {
+        try await withHerald { base, _, application in
+            let key = try #require(application.initialKey?.secret)
+            let bytes = jpeg(count: 800_000)
+            let url = try await createUpload(base, key: key, length: bytes.count)
+            let id = String(try #require(url.split(separator: "/").last))
+            let partial = application.configuration.dataDirectory + "/staging/\(id).upload"
+            let sent = 300_000
+            let patch = stalledPatch(url, key: key, offset: 0, head: Array(bytes.prefix(sent)), length: bytes.count)
+            // Nothing outside the process tells when the bytes are written: look until the file has them all.
+            for _ in 0..<500 where fileSize(partial) < sent { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(fileSize(partial) == sent)
+            #expect(try await uploadOffset(url, key: key) == 0, "not counted while the PATCH goes on")
+            let busy = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0")], body: [1])
+            #expect(busy.status.code == 423, "one PATCH at a time: \(busy.status) \(busy.body)")
+            patch.cancel()
+            _ = await patch.result
+
+            var offset: Int?
+            for _ in 0..<500 where offset != sent {
+                offset = try await uploadOffset(url, key: key)
+                if offset != sent { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(offset == sent, "the bytes before the drop count")
+            let stale = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0")], body: Array(bytes.prefix(10)))
+            #expect(stale.status == .conflict, "\(stale.body)")
+            let rest = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "\(sent)")], body: Array(bytes[sent...]))
+            #expect(rest.status == .noContent, "\(rest.body)")
+            #expect(rest.headers["Upload-Offset"] == ["\(bytes.count)"])
+            let media = try await send(.GET, "\(base)/v1/media/\(id)")
+            #expect(media.json["sha256"] as? String == sha256(bytes))
+        }
+    }
+
+    /// Every error the contract names, each a problem document with `Tus-Resumable`, and none losing bytes.
+    @Test func everyErrorOfTheContract() async throws {
+        try await withHerald(configure: { $0.maxMediaBytes = 1 << 20 }) { base, _, application in
+            let key = try #require(application.initialKey?.secret)
+            let uploads = "\(base)/v1/uploads"
+            let options = try await tus(.OPTIONS, uploads, key: nil, version: nil)
+            #expect(options.status == .noContent)
+            #expect(options.headers["Tus-Version"] == ["1.0.0"])
+            #expect(options.headers["Tus-Max-Size"] == ["\(1 << 20)"])
+            #expect(options.headers["Tus-Extension"] == ["creation,creation-with-upload,termination,checksum,expiration"])
+            #expect(options.headers["Tus-Checksum-Algorithm"] == ["sha1,sha256"])
+
+            let jpegType = "filetype \(Data("image/jpeg".utf8).base64EncodedString())"
+            func create(_ headers: [(String, String)], key: String? = key, version: String? = "1.0.0") async throws -> RawAnswer {
+                try await tus(.POST, uploads, key: key, headers: headers, version: version)
+            }
+            func expectProblem(_ answer: RawAnswer, _ code: UInt, _ what: String) {
+                #expect(answer.status.code == code, "\(what): \(answer.status) \(answer.body)")
+                #expect(answer.headers["Content-Type"] == ["application/problem+json"], "\(what)")
+                #expect(answer.headers["Tus-Resumable"] == ["1.0.0"], "\(what)")
+            }
+            expectProblem(try await create([("Upload-Length", "\(1 << 21)"), ("Upload-Metadata", jpegType)]), 413, "over --max-media-bytes")
+            expectProblem(
+                try await create([("Upload-Length", "10"), ("Upload-Metadata", "filetype \(Data("text/plain".utf8).base64EncodedString())")]), 415,
+                "an unknown type")
+            expectProblem(try await create([("Upload-Length", "10")]), 415, "no type")
+            expectProblem(try await create([("Upload-Length", "10"), ("Upload-Metadata", "filetype %%%")]), 400, "bad metadata")
+            expectProblem(try await create([("Upload-Length", "-1"), ("Upload-Metadata", jpegType)]), 400, "a negative length")
+            expectProblem(try await create([("Upload-Length", "0"), ("Upload-Metadata", jpegType)]), 400, "an empty upload")
+            expectProblem(try await create([("Upload-Length", "10"), ("Upload-Metadata", jpegType)], version: "0.2.2"), 412, "another version")
+            let noKey = try await create([("Upload-Length", "10"), ("Upload-Metadata", jpegType)], key: nil)
+            #expect(noKey.status == .unauthorized)
+
+            let bytes = jpeg(count: 4000)
+            let url = try await createUpload(base, key: key, length: bytes.count)
+            let id = String(try #require(url.split(separator: "/").last))
+            let first = Array(bytes.prefix(1000))
+            let wrongSum = "sha1 \(Data(Insecure.SHA1.hash(data: [1, 2, 3])).base64EncodedString())"
+            let mismatch = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0"), ("Upload-Checksum", wrongSum)], body: first)
+            expectProblem(mismatch, 460, "a checksum mismatch")
+            #expect(try await uploadOffset(url, key: key) == 0, "a mismatched body appends nothing")
+            let rightSum = "sha256 \(Data(SHA256.hash(data: first)).base64EncodedString())"
+            let matched = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0"), ("Upload-Checksum", rightSum)], body: first)
+            #expect(matched.status == .noContent)
+            #expect(matched.headers["Upload-Offset"] == ["1000"])
+            expectProblem(
+                try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0"), ("Upload-Checksum", "md5 AAAA")], body: first), 400,
+                "an unsupported algorithm")
+            expectProblem(try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "999")], body: [0]), 409, "a wrong offset")
+            expectProblem(
+                try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "1000")], body: [UInt8](repeating: 0, count: 3001)), 413,
+                "past Upload-Length")
+            let wrongType = try await call(
+                .PATCH, url, key: key, contentType: "application/octet-stream", headers: [("Tus-Resumable", "1.0.0"), ("Upload-Offset", "1000")],
+                body: [0])
+            expectProblem(wrongType, 415, "a body not sent as application/offset+octet-stream")
+            #expect(try await uploadOffset(url, key: key) == 1000, "no refusal lost or added a byte")
+
+            // Another tenant sees nothing of it.
+            let other = try await makeKey(base, admin: key, name: "other", tenant: "other")
+            expectProblem(try await tus(.HEAD, url, key: other.secret), 404, "another tenant's HEAD")
+            expectProblem(try await tus(.PATCH, url, key: other.secret, headers: [("Upload-Offset", "1000")], body: [0]), 404, "its PATCH")
+            expectProblem(try await tus(.DELETE, url, key: other.secret), 404, "its DELETE")
+
+            // Termination: 204, the bytes gone, then 404.
+            #expect(try await tus(.DELETE, url, key: key).status == .noContent)
+            #expect(!stagedFiles(application).contains("\(id).upload"))
+            expectProblem(try await tus(.HEAD, url, key: key), 404, "HEAD after termination")
+            expectProblem(try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "1000")], body: [0]), 404, "PATCH after termination")
+
+            // Bytes that are not the declared type: 415 to the last PATCH, and the upload is gone.
+            let png = try await createUpload(base, key: key, length: 2000, type: "image/png")
+            let notPNG = try await tus(.PATCH, png, key: key, headers: [("Upload-Offset", "0")], body: jpeg(count: 2000))
+            expectProblem(notPNG, 415, "bytes that are not the type")
+            expectProblem(try await tus(.HEAD, png, key: key), 404, "the refused upload")
+            #expect(stagedFiles(application).isEmpty, "\(stagedFiles(application))")
+        }
+    }
+
+    /// creation-with-upload: the first bytes ride on the POST; an upload that outlives its expiry is gone, bytes too.
+    @Test func creationWithUploadAndExpiry() async throws {
+        try await withHerald(configure: { $0.stagedMediaTTL = 60 }) { base, _, application in
+            let key = try #require(application.initialKey?.secret)
+            let sweeper = try #require(application.services.compactMap { $0 as? Sweeper }.first)
+            let bytes = jpeg(count: 3000)
+            let created = try await call(
+                .POST, "\(base)/v1/uploads", key: key, contentType: "application/offset+octet-stream",
+                headers: [
+                    ("Tus-Resumable", "1.0.0"), ("Upload-Length", "\(bytes.count)"),
+                    ("Upload-Metadata", "filetype \(Data("image/jpeg".utf8).base64EncodedString())"),
+                ], body: Array(bytes.prefix(1000)))
+            #expect(created.status == .created, "\(created.body)")
+            #expect(created.headers["Upload-Offset"] == ["1000"])
+            let url = base + (try #require(created.headers["Location"].first))
+            let id = String(try #require(url.split(separator: "/").last))
+            #expect(try await uploadOffset(url, key: key) == 1000)
+            #expect(stagedFiles(application) == ["\(id).upload"])
+
+            #expect(await sweeper.sweep(now: .now()).uploads == 0)
+            #expect(await sweeper.sweep(now: Timestamp.now().adding(milliseconds: 61_000)).uploads == 1)
+            #expect(try await uploadOffset(url, key: key) == nil)
+            #expect(stagedFiles(application).isEmpty)
+        }
+    }
+
+    /// SIGKILL of the server after part of an upload, then a restart: HEAD reports what was counted, and the rest
+    /// completes with the whole file's SHA-256 (re-read once after the restart: the hash state was in memory).
+    @Test func anUploadResumesAfterTheServerIsKilled() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-tus-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let arguments = ["--data-dir", directory, "--min-free-disk", "0"]
+        let first = try await ServingProcess.start(arguments)
+        let key = try #require(first.key)
+        let bytes = jpeg(count: 600_000)
+        let url = try await createUpload(first.base, key: key, length: bytes.count)
+        let path = try #require(URL(string: url)?.path)
+        let half = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0")], body: Array(bytes.prefix(250_000)))
+        #expect(half.status == .noContent)
+        // A PATCH under way when the process dies: its bytes reach the file but were never counted, and it holds the
+        // upload.
+        let partial = directory + "/staging/\(url.split(separator: "/").last!).upload"
+        // Not the upload's bytes: had they counted, the SHA-256 would be wrong.
+        let stalled = stalledPatch(url, key: key, offset: 250_000, head: [UInt8](repeating: 0xEE, count: 100_000), length: 350_000)
+        defer { stalled.cancel() }
+        for _ in 0..<500 where fileSize(partial) < 350_000 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(fileSize(partial) == 350_000, "the stalled PATCH's bytes reached the file")
+        kill(first.process.processIdentifier, SIGKILL)
+        first.process.waitUntilExit()
+
+        let second = try await ServingProcess.start(arguments)
+        defer {
+            second.process.terminate()
+            second.process.waitUntilExit()
+        }
+        let resumed = second.base + path
+        #expect(try await uploadOffset(resumed, key: key) == 250_000, "bytes never counted are not reported")
+        // Not 423: the dead process's hold ended at the restart. The uncounted bytes are cut off before the append.
+        let rest = try await tus(.PATCH, resumed, key: key, headers: [("Upload-Offset", "250000")], body: Array(bytes[250_000...]))
+        #expect(rest.status == .noContent, "\(rest.body)")
+        let id = String(try #require(url.split(separator: "/").last))
+        let media = try await call(.GET, "\(second.base)/v1/media/\(id)", key: key)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(media.body.utf8)) as? [String: Any])
+        #expect(json["sha256"] as? String == sha256(bytes))
+    }
+}
