@@ -71,34 +71,37 @@ public struct FileChunks: AsyncSequence, Sendable {
     public typealias Element = ByteBuffer
 
     let file: ReadableFile
+    let range: Range<Int64>
     let chunkSize: Int
     let progress: @Sendable (Int) -> Void
     let failure: @Sendable (FileReadError) -> any Error
 
-    /// Chunks of `chunkSize` bytes of `file`; `progress` hears the bytes the client has written before each read.
+    /// Chunks of `chunkSize` bytes of `file` (of its bytes in `range`, all of them when nil); `progress` hears the bytes
+    /// the client has written (of the range) before each read.
     public init(
-        file: ReadableFile, chunkSize: Int, progress: @escaping @Sendable (Int) -> Void,
+        file: ReadableFile, range: Range<Int64>? = nil, chunkSize: Int, progress: @escaping @Sendable (Int) -> Void,
         failure: @escaping @Sendable (FileReadError) -> any Error
     ) {
         self.file = file
+        self.range = range.map { $0.clamped(to: 0..<file.size) } ?? 0..<file.size
         self.chunkSize = Swift.max(chunkSize, 1)
         self.progress = progress
         self.failure = failure
     }
 
-    public func makeAsyncIterator() -> Iterator { Iterator(chunks: self) }
+    public func makeAsyncIterator() -> Iterator { Iterator(chunks: self, offset: range.lowerBound) }
 
     public struct Iterator: AsyncIteratorProtocol {
         let chunks: FileChunks
-        var offset: Int64 = 0
+        var offset: Int64
 
         public mutating func next() async throws -> ByteBuffer? {
-            // Asked for the next chunk: the client has written every byte before `offset`.
-            if offset > 0 { chunks.progress(Int(offset)) }
+            // Asked for the next chunk: the client has written every byte of the range before `offset`.
+            if offset > chunks.range.lowerBound { chunks.progress(Int(offset - chunks.range.lowerBound)) }
             let file = chunks.file
-            guard offset < file.size else { return nil }
+            guard offset < chunks.range.upperBound else { return nil }
             try Task.checkCancellation()
-            let (offset, length) = (self.offset, Int(Swift.min(Int64(chunks.chunkSize), file.size - self.offset)))
+            let (offset, length) = (self.offset, Int(Swift.min(Int64(chunks.chunkSize), chunks.range.upperBound - self.offset)))
             let chunk: ByteBuffer
             do {
                 chunk = try await NIOThreadPool.singleton.runIfActive { () throws(FileReadError) -> ByteBuffer in

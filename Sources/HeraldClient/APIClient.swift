@@ -47,6 +47,75 @@ public struct APIClient: Sendable {
         return try await decode(Media.self, from: send(request, timeout: .hours(1)))
     }
 
+    /// Files larger than this go through `/v1/uploads` (tus) by default, in PATCHes of ``resumableChunk`` bytes.
+    public static let resumableThreshold = 8 << 20
+    public static let resumableChunk = 8 << 20
+
+    /// Uploads the file at `path` through `/v1/uploads` (tus 1.0.0) in PATCHes of `chunkSize` bytes; `progress` hears
+    /// the bytes the server holds plus those of the PATCH under way. After a dropped connection, a server that is away
+    /// (a restart) or answers 5xx or 423, it waits (0.5 s, doubling to 5 s), asks how far the bytes reach (`HEAD`) and
+    /// sends the rest: at most one PATCH's bytes again. It gives up after `patience` without progress.
+    public func uploadResumable(
+        path: String, chunkSize: Int = resumableChunk, patience: Duration = .seconds(120), progress: @escaping @Sendable (Int) -> Void
+    ) async throws -> Answer<Media> {
+        let file = try UploadFile(path: path)
+        let type = try Self.check(file)
+        var creation = makeRequest(.POST, "/v1/uploads")
+        creation.headers.add(name: "Tus-Resumable", value: "1.0.0")
+        creation.headers.add(name: "Upload-Length", value: "\(file.size)")
+        creation.headers.add(name: "Upload-Metadata", value: "filetype \(Data(type.rawValue.utf8).base64EncodedString())")
+        let created = try await execute(creation, timeout: .seconds(60))
+        guard created.status == .created, let location = created.headers.first(name: "Location") else { throw try await Self.problem(created) }
+        let upload = location.hasPrefix("/") ? location : "/v1/uploads/" + (location.split(separator: "/").last.map(String.init) ?? "")
+
+        var offset: Int64 = 0
+        var retry = Duration.milliseconds(500)
+        var lastProgress = ContinuousClock.now
+        while offset < Int64(file.size) {
+            let start = offset
+            var request = makeRequest(.PATCH, upload)
+            request.headers.add(name: "Tus-Resumable", value: "1.0.0")
+            request.headers.add(name: "Upload-Offset", value: "\(start)")
+            request.headers.add(name: "Content-Type", value: "application/offset+octet-stream")
+            let end = min(start + Int64(chunkSize), Int64(file.size))
+            request.body = .stream(file.body(range: start..<end) { progress(Int(start) + $0) }, length: .known(end - start))
+            do {
+                let response = try await execute(request, timeout: .hours(1))
+                if response.status == .noContent, let reached = response.headers.first(name: "Upload-Offset").flatMap({ Int64($0) }) {
+                    offset = reached
+                    progress(Int(offset))
+                    retry = .milliseconds(500)
+                    lastProgress = .now
+                    continue
+                }
+                // 409: the offset moved under this client (a PATCH it gave up on was counted); 423: one still holds it.
+                guard response.status.code >= 500 || [409, 423].contains(response.status.code) else { throw try await Self.problem(response) }
+                _ = try? await response.body.collect(upTo: 1 << 20)
+            } catch let error as ClientError {
+                guard case .unreachable = error else { throw error }
+            }
+            // Away, or answered what a moment may mend: wait, then ask how far the bytes reach.
+            guard lastProgress.duration(to: .now) < patience else {
+                throw ClientError.unreachable(url: server, reason: "the upload made no progress for \(patience)")
+            }
+            try await Task.sleep(for: retry)
+            retry = min(retry * 2, .seconds(5))
+            if let reached = try? await uploadOffset(upload) { offset = reached }
+        }
+        return try await decode(Media.self, from: send(makeRequest(.GET, "/v1/media/" + (upload.split(separator: "/").last.map(String.init) ?? ""))))
+    }
+
+    /// How many bytes of the upload at `path` the server holds (`HEAD`).
+    private func uploadOffset(_ path: String) async throws -> Int64 {
+        var request = makeRequest(.HEAD, path)
+        request.headers.add(name: "Tus-Resumable", value: "1.0.0")
+        let response = try await execute(request, timeout: .seconds(30))
+        guard response.status == .ok, let offset = response.headers.first(name: "Upload-Offset").flatMap({ Int64($0) }) else {
+            throw try await Self.problem(response)
+        }
+        return offset
+    }
+
     /// Deletes staged media (`DELETE /v1/media/{id}`): what an abandoned publish leaves behind.
     public func deleteMedia(id: String) async throws {
         _ = try await send(makeRequest(.DELETE, "/v1/media/\(Self.segment(id))"))

@@ -23,8 +23,10 @@ struct UploadFile: Sendable {
         mediaType = MediaType.allCases.first { $0.matches(signature: prefix) }
     }
 
-    /// The bytes as a request body, 64 KiB at a time; `progress` hears the bytes sent.
-    func body(progress: @escaping @Sendable (Int) -> Void) -> FileChunks {
-        FileChunks(file: file, chunkSize: 64 * 1024, progress: progress) { [path] error in ClientError.file(path: path, reason: error.reason) }
+    /// The bytes (those in `range`, all when nil) as a request body, 64 KiB at a time; `progress` hears the bytes sent.
+    func body(range: Range<Int64>? = nil, progress: @escaping @Sendable (Int) -> Void) -> FileChunks {
+        FileChunks(file: file, range: range, chunkSize: 64 * 1024, progress: progress) { [path] error in
+            ClientError.file(path: path, reason: error.reason)
+        }
     }
 }

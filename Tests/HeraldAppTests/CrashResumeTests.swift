@@ -18,7 +18,8 @@ struct ServingProcess {
     static func start(_ arguments: [String], environment: [String: String] = [:]) async throws -> ServingProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try heraldExecutable())
-        process.arguments = ["serve", "--port", "0"] + arguments
+        // A free port unless the test names one (to start again where its clients are).
+        process.arguments = ["serve"] + (arguments.contains("--port") ? [] : ["--port", "0"]) + arguments
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("HERALD_") }.merging(environment) { $1 }
         let out = Pipe()
         let err = Pipe()

@@ -281,4 +281,54 @@ struct ResumableUploadTests {
         let json = try #require(try JSONSerialization.jsonObject(with: Data(media.body.utf8)) as? [String: Any])
         #expect(json["sha256"] as? String == sha256(bytes))
     }
+
+    /// `herald publish` sends a large file through `/v1/uploads`; the server is killed mid-upload and started again on
+    /// its port: the client waits, asks how far the bytes reach and sends the rest of the same upload, and the post
+    /// is published with it.
+    @Test func heraldPublishResumesTheSameUploadAfterTheServerRestarts() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-tus-cli-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let arguments = ["--data-dir", directory, "--min-free-disk", "0", "--port", "\(try freePort())"]
+        let first = try await ServingProcess.start(arguments)
+        let key = try #require(first.key)
+        let bytes = jpeg(count: 16 << 20)
+        let file = directory + "-big.jpg"
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let client = try ClientProcess(
+            ["publish", file, "--text", "resumed by the CLI", "--resumable-above", "\(1 << 20)", "--chunk-size", "\(256 << 10)"],
+            environment: ["HERALD_URL": first.base, "HERALD_KEY": key])
+
+        // Killed once some PATCHes have counted (the upload's file has grown), long before all 64.
+        let staging = directory + "/staging"
+        var upload: String?
+        for _ in 0..<1000 where upload == nil {
+            upload = files(in: staging).first { $0.hasSuffix(".upload") && fileSize(staging + "/" + $0) >= 1 << 20 }
+            if upload == nil { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        let name = try #require(upload, "the upload reached the server: \(client.stderr)")
+        kill(first.process.processIdentifier, SIGKILL)
+        first.process.waitUntilExit()
+        #expect(fileSize(staging + "/" + name) < bytes.count, "killed mid-upload")
+
+        let second = try await ServingProcess.start(arguments)
+        defer {
+            second.process.terminate()
+            second.process.waitUntilExit()
+        }
+        let status = await client.exitStatus()
+        #expect(status == 0, "stdout: \(client.stdout)\nstderr: \(client.stderr)")
+        // The same upload, finished: its id is the post's medium, with the file's SHA-256.
+        let id = String(name.dropLast(".upload".count))
+        let media = try await call(.GET, "\(second.base)/v1/media/\(id)", key: key)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(media.body.utf8)) as? [String: Any], "\(media.body)")
+        #expect(json["sha256"] as? String == sha256(bytes))
+        #expect(json["post_id"] is String, "the post holds it")
+    }
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound to 0, then closed).
+func freePort() throws -> Int {
+    let server = try SilentServer()
+    return server.port
 }

@@ -19,10 +19,15 @@ struct Publish: AsyncParsableCommand {
     @Option(help: "When to publish, RFC 3339 (2026-12-01T09:00:00Z); default now.") var schedule: String?
     @Option(help: "low, normal or high. [default normal]") var priority: String?
     @Flag(help: "Exit once the post is created, without following its job.") var detach = false
+    @Option(help: "Files above this many bytes go through /v1/uploads (tus), resumed after a dropped connection.")
+    var resumableAbove = APIClient.resumableThreshold
+    @Option(help: ArgumentHelp("Bytes a PATCH of a resumable upload sends.", visibility: .hidden))
+    var chunkSize = APIClient.resumableChunk
 
     func validate() throws {
         if files.isEmpty && text.isEmpty { throw ValidationError("Give the post some text (--text) or at least one file.") }
         if let priority, Priority(rawValue: priority) == nil { throw ValidationError("--priority is low, normal or high.") }
+        if resumableAbove < 0 || chunkSize < 1 { throw ValidationError("--resumable-above is 0 or more bytes, --chunk-size 1 or more.") }
     }
 
     func run() async throws {
@@ -33,9 +38,10 @@ struct Publish: AsyncParsableCommand {
             let uploads = zip(files, sizes).map { FileToUpload(name: String($0.split(separator: "/").last ?? Substring($0)), size: $1) }
             let session = Session()
             let (files, text, schedule, priority, detach) = (files, text, schedule, priority, detach)
+            let resumable = Resumable(above: resumableAbove, chunkSize: chunkSize)
             return try await handlingInterrupts(session: session, api: api, display: display) {
                 display.uploading(uploads)
-                let mediaIDs = try await Self.upload(files, api: api, display: display, session: session)
+                let mediaIDs = try await Self.upload(files, resumable: resumable, api: api, display: display, session: session)
                 let created = try await Self.createPost(
                     api: api, text: text, mediaIDs: mediaIDs, scheduledAt: schedule, priority: priority, session: session)
                 // Before the line that says so: a Ctrl-C once "created post" shows must find the job to cancel.
@@ -54,7 +60,9 @@ struct Publish: AsyncParsableCommand {
 
     /// Uploads `files`, at most four at once; returns their media ids in order. On a failure the others stop and
     /// what was staged is deleted.
-    private static func upload(_ files: [String], api: APIClient, display: any Display, session: Session) async throws -> [String] {
+    private static func upload(
+        _ files: [String], resumable: Resumable, api: APIClient, display: any Display, session: Session
+    ) async throws -> [String] {
         var ids = [String?](repeating: nil, count: files.count)
         do {
             try await withThrowingTaskGroup(of: (Int, APIClient.Answer<Media>).self) { group in
@@ -62,7 +70,13 @@ struct Publish: AsyncParsableCommand {
                 func start() {
                     let index = next
                     next += 1
-                    group.addTask { (index, try await api.uploadMedia(path: files[index]) { display.uploadProgress(index, bytes: $0) }) }
+                    group.addTask {
+                        let progress = { @Sendable (bytes: Int) in display.uploadProgress(index, bytes: bytes) }
+                        if try APIClient.inspect(path: files[index]).size > resumable.above {
+                            return (index, try await api.uploadResumable(path: files[index], chunkSize: resumable.chunkSize, progress: progress))
+                        }
+                        return (index, try await api.uploadMedia(path: files[index], progress: progress))
+                    }
                 }
                 while next < min(4, files.count) { start() }
                 while let (index, media) = try await group.next() {
@@ -78,6 +92,12 @@ struct Publish: AsyncParsableCommand {
             throw error
         }
         return ids.compactMap { $0 }
+    }
+
+    /// When a file goes through `/v1/uploads`, and in what pieces.
+    private struct Resumable: Sendable {
+        var above: Int
+        var chunkSize: Int
     }
 
     /// Creates the post, asking again (with the same Idempotency-Key, so at most one post) while the server is unreachable.
