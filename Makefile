@@ -22,7 +22,8 @@ run: build
 	$(SWIFT) run --skip-build herald serve
 
 ## The S3 tests start moto's S3 server (pip package moto[server]); the webhook tests check signatures with the
-## official standardwebhooks package; the tracing tests decode OTLP with opentelemetry-proto; the client tests drive `herald publish` in tmux and the dashboard in headless
+## official standardwebhooks package; the tracing tests decode OTLP with opentelemetry-proto; the resumable upload tests
+## upload with tuspy, the tus project's Python client; the client tests drive `herald publish` in tmux and the dashboard in headless
 ## Chromium through Selenium; the PostgreSQL backend's tests start a PostgreSQL 15 server of their own (Debian's
 ## postgresql package) on a temporary directory and a loopback port. Installed here when missing.
 TEST_APT_PACKAGES := tmux chromium chromium-driver postgresql
@@ -32,11 +33,11 @@ test-deps: deps
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	@python3 -c "import moto.server, flask, standardwebhooks, selenium, opentelemetry.proto" 2>/dev/null || { \
+	@python3 -c "import moto.server, flask, standardwebhooks, selenium, opentelemetry.proto, tusclient" 2>/dev/null || { \
 		python3 -m pip --version >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-pip; }; \
-		echo "installing: moto[server] standardwebhooks selenium opentelemetry-proto"; \
-		python3 -m pip install -q --disable-pip-version-check "moto[server]" standardwebhooks selenium opentelemetry-proto 2>/dev/null \
-			|| python3 -m pip install -q --disable-pip-version-check --break-system-packages "moto[server]" standardwebhooks selenium opentelemetry-proto; }
+		echo "installing: moto[server] standardwebhooks selenium opentelemetry-proto tuspy"; \
+		python3 -m pip install -q --disable-pip-version-check "moto[server]" standardwebhooks selenium opentelemetry-proto tuspy 2>/dev/null \
+			|| python3 -m pip install -q --disable-pip-version-check --break-system-packages "moto[server]" standardwebhooks selenium opentelemetry-proto tuspy; }
 
 test: test-deps
 	$(SWIFT) test
