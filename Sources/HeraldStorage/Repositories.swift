@@ -202,8 +202,9 @@ public protocol UploadRepository: Sendable {
     func release(id: MediaID, holder: String) async throws
     /// Ends every hold, or (with `prefix`) those whose holder starts with it: a process's own after a restart.
     func releaseHolds(prefix: String?) async throws
-    /// Moves the offset from `from` to `to` for `holder`; false when it no longer was `from`, the hold is not `holder`'s
-    /// (fencing: a replica that lost the hold changes nothing), or the upload is gone.
+    /// Moves the offset from `from` to `to` for `holder` and ends its hold unless the upload is now complete (it stays
+    /// held until it becomes media); false when the offset no longer was `from`, the hold is not `holder`'s (fencing: a
+    /// replica that lost the hold changes nothing), or the upload is gone.
     func advance(id: MediaID, holder: String, from: Int64, to: Int64) async throws -> Bool
     /// Makes the complete upload the staged media `media`, its bytes at `stagingPath`: the upload's row goes and the
     /// media's comes, in one transaction. False when the upload is gone (or not complete).

@@ -60,7 +60,11 @@ struct PostgresUploadRepository: UploadRepository {
 
     func advance(id: MediaID, holder: String, from: Int64, to: Int64) async throws -> Bool {
         try await !storage.run(
-            "UPDATE resumable_uploads SET received = \(to) WHERE id = \(id) AND received = \(from) AND holder = \(holder) RETURNING id"
+            """
+            UPDATE resumable_uploads SET received = \(to),
+                holder = CASE WHEN \(to) = length THEN holder END, held_until = CASE WHEN \(to) = length THEN held_until END
+            WHERE id = \(id) AND received = \(from) AND holder = \(holder) RETURNING id
+            """
         ).isEmpty
     }
 

@@ -69,7 +69,11 @@ struct SQLiteUploadRepository: UploadRepository {
     func advance(id: MediaID, holder: String, from: Int64, to: Int64) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
-                sql: "UPDATE resumable_uploads SET received = ? WHERE id = ? AND received = ? AND holder = ?", arguments: [to, id, from, holder])
+                sql: """
+                    UPDATE resumable_uploads SET received = ?1,
+                        holder = CASE WHEN ?1 = length THEN holder END, held_until = CASE WHEN ?1 = length THEN held_until END
+                    WHERE id = ?2 AND received = ?3 AND holder = ?4
+                    """, arguments: [to, id, from, holder])
             return db.changesCount == 1
         }
     }

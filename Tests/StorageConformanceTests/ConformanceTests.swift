@@ -673,30 +673,29 @@ struct ConformanceTests {
             #expect(try await storage.uploads.find(id: id, tenant: .default, now: At.at(60)) == nil, "expired, even before the sweep")
 
             // One hold at a time, until it lapses; the offset moves only for the holder, and only from where it is.
+            let other = Tenant(rawValue: "other")!
             #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "a:1", now: At.at(1), until: At.at(11)) == .held(upload))
             #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "b:1", now: At.at(2), until: At.at(12)) == .busy)
-            #expect(
-                try await storage.uploads.hold(id: id, tenant: Tenant(rawValue: "other")!, holder: "b:1", now: At.at(2), until: At.at(12))
-                    == .notFound)
-            #expect(try await storage.uploads.advance(id: id, holder: "a:1", from: 0, to: 100))
-            #expect(try await !storage.uploads.advance(id: id, holder: "a:1", from: 0, to: 200), "from an old offset")
-            #expect(try await !storage.uploads.advance(id: id, holder: "b:1", from: 100, to: 200), "not the holder")
+            #expect(try await storage.uploads.hold(id: id, tenant: other, holder: "b:1", now: At.at(2), until: At.at(12)) == .notFound)
+            #expect(try await !storage.uploads.advance(id: id, holder: "a:1", from: 50, to: 100), "from another offset")
+            #expect(try await !storage.uploads.advance(id: id, holder: "b:1", from: 0, to: 100), "not the holder")
             #expect(try await storage.uploads.renew(id: id, holder: "a:1", until: At.at(20)))
             #expect(try await !storage.uploads.renew(id: id, holder: "b:1", until: At.at(20)))
             #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "b:1", now: At.at(15), until: At.at(25)) == .busy)
             // Lapsed: another takes it, and the first (fenced off) can change nothing.
-            var advanced = upload
-            advanced.offset = 100
-            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "b:1", now: At.at(21), until: At.at(31)) == .held(advanced))
-            #expect(try await !storage.uploads.advance(id: id, holder: "a:1", from: 100, to: 200))
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "b:1", now: At.at(21), until: At.at(31)) == .held(upload))
+            #expect(try await !storage.uploads.advance(id: id, holder: "a:1", from: 0, to: 100))
             #expect(try await !storage.uploads.renew(id: id, holder: "a:1", until: At.at(40)))
             try await storage.uploads.release(id: id, holder: "a:1")
             #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "c:1", now: At.at(22), until: At.at(32)) == .busy)
             try await storage.uploads.releaseHolds(prefix: "c:")
             #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "c:1", now: At.at(22), until: At.at(32)) == .busy, "b's")
             try await storage.uploads.releaseHolds(prefix: "b:")
-            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "c:1", now: At.at(22), until: At.at(32)) == .held(advanced))
-            try await storage.uploads.release(id: id, holder: "c:1")
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "c:1", now: At.at(22), until: At.at(32)) == .held(upload))
+            // A PATCH's last move of the offset ends its hold in the same write: once the offset shows, the upload is free.
+            #expect(try await storage.uploads.advance(id: id, holder: "c:1", from: 0, to: 100))
+            var advanced = upload
+            advanced.offset = 100
             #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "d:1", now: At.at(23), until: At.at(33)) == .held(advanced))
             #expect(try await storage.uploads.find(id: id, tenant: .default, now: At.at(1))?.offset == 100)
             #expect(try await storage.uploads.liveBytesPaths() == ["staging/\(id).upload"])
@@ -707,6 +706,8 @@ struct ConformanceTests {
             #expect(try await !storage.uploads.complete(id: id, tenant: .default, as: medium, stagingPath: "staging/\(id).jpg"))
             #expect(try await storage.media.find(id: id, tenant: .default) == nil)
             #expect(try await storage.uploads.advance(id: id, holder: "d:1", from: 100, to: 300))
+            // Complete: the hold stays until the upload becomes media.
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "e:1", now: At.at(24), until: At.at(34)) == .busy)
             #expect(try await !storage.uploads.complete(id: id, tenant: Tenant(rawValue: "other")!, as: medium, stagingPath: "staging/\(id).jpg"))
             #expect(try await storage.uploads.complete(id: id, tenant: .default, as: medium, stagingPath: "staging/\(id).jpg"))
             #expect(try await !storage.uploads.complete(id: id, tenant: .default, as: medium, stagingPath: "staging/\(id).jpg"))
