@@ -66,7 +66,9 @@ public struct APIClient: Sendable {
         creation.headers.add(name: "Upload-Metadata", value: "filetype \(Data(type.rawValue.utf8).base64EncodedString())")
         let created = try await execute(creation, timeout: .seconds(60))
         guard created.status == .created, let location = created.headers.first(name: "Location") else { throw try await Self.problem(created) }
-        let upload = location.hasPrefix("/") ? location : "/v1/uploads/" + (location.split(separator: "/").last.map(String.init) ?? "")
+        // The upload's id is its media's id: the Location's last segment, whatever host it names.
+        let id = location.split(separator: "/").last.map(String.init) ?? ""
+        let upload = "/v1/uploads/" + Self.segment(id)
 
         var offset: Int64 = 0
         var retry = Duration.milliseconds(500)
@@ -102,7 +104,7 @@ public struct APIClient: Sendable {
             retry = min(retry * 2, .seconds(5))
             if let reached = try? await uploadOffset(upload) { offset = reached }
         }
-        return try await decode(Media.self, from: send(makeRequest(.GET, "/v1/media/" + (upload.split(separator: "/").last.map(String.init) ?? ""))))
+        return try await decode(Media.self, from: send(makeRequest(.GET, "/v1/media/" + Self.segment(id))))
     }
 
     /// How many bytes of the upload at `path` the server holds (`HEAD`).

@@ -127,14 +127,17 @@ extension Timestamp {
         buffer[23] = ASCII.upperZ
     }
 
+    /// Day names from 1970-01-01 (a Thursday) on, and month names, as IMF-fixdate spells them.
+    private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
     /// The HTTP date (RFC 9110's IMF-fixdate) of this instant to the second, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
     public var httpDate: String {
         let days = Gregorian.floorDivide(millisecondsSinceEpoch, Gregorian.millisecondsPerDay)
         let secondOfDay = (millisecondsSinceEpoch - days * Gregorian.millisecondsPerDay) / 1000
         let (year, month, day) = Gregorian.civil(fromDays: days)
-        // 1970-01-01 was a Thursday.
-        let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][Int(Gregorian.floorModulo(days, 7))]
-        let monthName = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][Int(month) - 1]
+        let weekday = Self.weekdays[Int(Gregorian.floorModulo(days, 7))]
+        let monthName = Self.months[Int(month) - 1]
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let time = "\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60))"
         let paddedYear = String(repeating: "0", count: max(0, 4 - String(year).count)) + String(year)

@@ -213,4 +213,11 @@ struct TimestampTests {
             try JSONDecoder().decode(Wrapper.self, from: Data(#"{"at":1795342530123}"#.utf8))
         }
     }
+
+    @Test("HTTP dates are IMF-fixdate: RFC 9110's own example, a leap day, a year with a leading zero")
+    func httpDates() {
+        #expect(Timestamp(millisecondsSinceEpoch: 784_111_777_000).httpDate == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(Timestamp(rfc3339: "2024-02-29T23:59:59.999Z")?.httpDate == "Thu, 29 Feb 2024 23:59:59 GMT")
+        #expect(Timestamp(rfc3339: "0999-01-01T00:00:00Z")?.httpDate.hasSuffix(" Jan 0999 00:00:00 GMT") == true)
+    }
 }

@@ -38,10 +38,13 @@ struct UploadService {
 
     /// Records a new upload of `tenant`.
     func create(_ creation: Creation, tenant: Tenant) async throws -> Upload {
-        guard bytesFolder != nil else {
+        guard let folder = staging.directoryOnDisk else {
             throw HTTPError(
                 .notImplemented, detail: "resumable uploads need the data directory or the file media store; use POST /v1/media with S3")
         }
+        // Once an upload, where it begins (not per PATCH): a file store's root may not exist yet.
+        try FileManager.default.createDirectory(
+            atPath: folder + "/" + StagingArea.folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try staging.ensureSpace(for: Int(creation.length))
         let id = MediaID.generate()
         let now = Timestamp.now()
@@ -229,19 +232,9 @@ struct UploadService {
         return medium
     }
 
-    /// The folder the upload files are in, or nil when the staged bytes are in S3 (no file to append to).
-    private var bytesFolder: String? {
-        switch staging.place {
-        case .directory(let directory): directory
-        case .store: (staging.store as? FileMediaStore)?.root
-        }
-    }
-
+    /// The path of staging file `relativePath` on disk (S3 has no file to append to: 501).
     private func bytesFile(_ relativePath: String) throws -> String {
-        guard let folder = bytesFolder else { throw HTTPError(.notImplemented, detail: "resumable uploads need a file store") }
-        // The store's root may not exist yet (a file store makes its folders on first write).
-        try FileManager.default.createDirectory(
-            atPath: folder + "/" + StagingArea.folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        guard let folder = staging.directoryOnDisk else { throw HTTPError(.notImplemented, detail: "resumable uploads need a file store") }
         return folder + "/" + relativePath
     }
 

@@ -24,8 +24,9 @@ struct StagingArea: Sendable {
     /// What a 507 tells the client to wait: space comes back when the sweep or an operator frees it.
     static let retryAfterFull = 60
 
-    /// The directory whose filesystem holds the staged bytes: the data directory, a file store's root, none for S3.
-    private var spaceDirectory: String? {
+    /// The directory the `staging/` folder is in on this machine's filesystem: the data directory, a file store's root;
+    /// none for S3. Its filesystem is the one the disk reserve watches; resumable uploads append to files under it.
+    var directoryOnDisk: String? {
         switch place {
         case .directory(let directory): directory
         case .store: (store as? FileMediaStore)?.root
@@ -36,7 +37,7 @@ struct StagingArea: Sendable {
     /// gauge); nil if the filesystem cannot say, or there is none (S3).
     func freeBytes() -> Int? {
         var stats = statvfs()
-        guard let directory = spaceDirectory, statvfs(directory, &stats) == 0 else { return nil }
+        guard let directory = directoryOnDisk, statvfs(directory, &stats) == 0 else { return nil }
         let free = Int(stats.f_bavail) * Int(stats.f_frsize)
         Gauge(label: "herald_disk_free_bytes").record(free)
         return free
