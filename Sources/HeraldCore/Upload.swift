@@ -10,8 +10,12 @@ public struct Upload: Sendable, Equatable {
     public var length: Int64
     /// How many bytes are durably received (`Upload-Offset`).
     public var offset: Int64
-    /// Where the bytes received so far are, relative to the staging area; never derived from client input.
+    /// Where the bytes received so far are, relative to the staging area; never derived from client input. In an object
+    /// store, where the bytes after the last whole part are (`<bytesPath>.<offset>`).
     public var bytesPath: String
+    /// The object store's multipart upload that holds the whole parts received (S3's upload id); nil when the bytes are
+    /// appended to a file.
+    public var multipartID: String?
     /// When it was created.
     public var createdAt: Timestamp
     /// When an incomplete upload is forgotten (`Upload-Expires`).
@@ -20,7 +24,7 @@ public struct Upload: Sendable, Equatable {
     /// Creates an upload.
     public init(
         id: MediaID, contentType: MediaType, description: String?, length: Int64, offset: Int64 = 0, bytesPath: String,
-        createdAt: Timestamp, expiresAt: Timestamp
+        multipartID: String? = nil, createdAt: Timestamp, expiresAt: Timestamp
     ) {
         self.id = id
         self.contentType = contentType
@@ -28,6 +32,7 @@ public struct Upload: Sendable, Equatable {
         self.length = length
         self.offset = offset
         self.bytesPath = bytesPath
+        self.multipartID = multipartID
         self.createdAt = createdAt
         self.expiresAt = expiresAt
     }

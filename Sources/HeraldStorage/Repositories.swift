@@ -209,10 +209,10 @@ public protocol UploadRepository: Sendable {
     /// Makes the complete upload the staged media `media`, its bytes at `stagingPath`: the upload's row goes and the
     /// media's comes, in one transaction. False when the upload is gone (or not complete).
     func complete(id: MediaID, tenant: Tenant, as media: Media, stagingPath: String) async throws -> Bool
-    /// Deletes the upload of `tenant`; the path of its bytes, or nil when there was none.
-    func delete(id: MediaID, tenant: Tenant) async throws -> String?
-    /// Deletes the uploads expired by `now`; the paths of their bytes, to remove once this has committed.
-    func expire(now: Timestamp) async throws -> [String]
+    /// Deletes the upload of `tenant`: it as it was (its bytes to remove), or nil when there was none.
+    func delete(id: MediaID, tenant: Tenant) async throws -> Upload?
+    /// Deletes the uploads expired by `now`: them, their bytes to remove once this has committed.
+    func expire(now: Timestamp) async throws -> [Upload]
     /// The paths of every upload's bytes, which the staging sweep keeps.
     func liveBytesPaths() async throws -> Set<String>
 }

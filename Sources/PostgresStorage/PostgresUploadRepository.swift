@@ -9,11 +9,12 @@ struct PostgresUploadRepository: UploadRepository {
 
     func insert(_ upload: Upload, tenant: Tenant) async throws {
         try await storage.autocommit { transaction in
-            try await transaction.run(
+            _ = try await transaction.run(
                 """
-                INSERT INTO resumable_uploads (id, tenant, content_type, description, length, received, bytes_path, created_at, expires_at)
+                INSERT INTO resumable_uploads (id, tenant, content_type, description, length, received, bytes_path, multipart_id, created_at,
+                                               expires_at)
                 VALUES (\(upload.id), \(tenant.rawValue), \(upload.contentType.rawValue), \(upload.description), \(upload.length),
-                        \(upload.offset), \(upload.bytesPath), \(upload.createdAt), \(upload.expiresAt))
+                        \(upload.offset), \(upload.bytesPath), \(upload.multipartID), \(upload.createdAt), \(upload.expiresAt))
                 """)
         }
     }
@@ -78,26 +79,29 @@ struct PostgresUploadRepository: UploadRepository {
         }
     }
 
-    func delete(id: MediaID, tenant: Tenant) async throws -> String? {
-        try await storage.run("DELETE FROM resumable_uploads WHERE id = \(id) AND tenant = \(tenant.rawValue) RETURNING bytes_path")
-            .first.map { try $0.decode(String.self) }
+    func delete(id: MediaID, tenant: Tenant) async throws -> Upload? {
+        try await storage.run(
+            "DELETE FROM resumable_uploads WHERE id = \(id) AND tenant = \(tenant.rawValue) RETURNING \(unescaped: Self.columns)"
+        ).first.map { try Self.upload(Columns($0)) }
     }
 
-    func expire(now: Timestamp) async throws -> [String] {
-        try await storage.run("DELETE FROM resumable_uploads WHERE expires_at <= \(now) RETURNING bytes_path").map { try $0.decode(String.self) }
+    func expire(now: Timestamp) async throws -> [Upload] {
+        try await storage.run("DELETE FROM resumable_uploads WHERE expires_at <= \(now) RETURNING \(unescaped: Self.columns)")
+            .map { try Self.upload(Columns($0)) }
     }
 
     func liveBytesPaths() async throws -> Set<String> {
         Set(try await storage.run("SELECT bytes_path FROM resumable_uploads").map { try $0.decode(String.self) })
     }
 
-    private static let columns = "id, content_type, description, length, received, bytes_path, created_at, expires_at"
+    private static let columns = "id, content_type, description, length, received, bytes_path, multipart_id, created_at, expires_at"
 
     private static func upload(_ row: Columns) throws -> Upload {
         let id: MediaID = try row("id")
         guard let type = MediaType(rawValue: try row("content_type")) else { throw UnreadableRow(table: "resumable_uploads", id: id.rawValue) }
         return Upload(
             id: id, contentType: type, description: try row("description"), length: try row("length"), offset: try row("received"),
-            bytesPath: try row("bytes_path"), createdAt: try row("created_at"), expiresAt: try row("expires_at"))
+            bytesPath: try row("bytes_path"), multipartID: try row("multipart_id"), createdAt: try row("created_at"),
+            expiresAt: try row("expires_at"))
     }
 }

@@ -11,9 +11,11 @@ struct SQLiteUploadRepository: UploadRepository {
         try await pool.write { db in
             try db.execute(
                 literal: """
-                    INSERT INTO resumable_uploads (id, tenant, content_type, description, length, received, bytes_path, created_at, expires_at)
+                    INSERT INTO resumable_uploads (id, tenant, content_type, description, length, received, bytes_path, multipart_id,
+                                                   created_at, expires_at)
                     VALUES (\(upload.id), \(tenant.rawValue), \(upload.contentType.rawValue), \(upload.description), \(upload.length),
-                            \(upload.offset), \(upload.bytesPath), \(upload.createdAt.rfc3339), \(upload.expiresAt.rfc3339))
+                            \(upload.offset), \(upload.bytesPath), \(upload.multipartID), \(upload.createdAt.rfc3339),
+                            \(upload.expiresAt.rfc3339))
                     """
             )
         }
@@ -88,17 +90,17 @@ struct SQLiteUploadRepository: UploadRepository {
         }
     }
 
-    func delete(id: MediaID, tenant: Tenant) async throws -> String? {
+    func delete(id: MediaID, tenant: Tenant) async throws -> Upload? {
         try await pool.write { db in
-            try String.fetchOne(
-                db, sql: "DELETE FROM resumable_uploads WHERE id = ? AND tenant = ? RETURNING bytes_path", arguments: [id, tenant.rawValue])
+            try Row.fetchOne(db, sql: "DELETE FROM resumable_uploads WHERE id = ? AND tenant = ? RETURNING *", arguments: [id, tenant.rawValue])
+                .flatMap(Self.upload)
         }
     }
 
-    func expire(now: Timestamp) async throws -> [String] {
+    func expire(now: Timestamp) async throws -> [Upload] {
         try await pool.write { db in
-            try String.fetchAll(
-                db.cachedStatement(sql: "DELETE FROM resumable_uploads WHERE expires_at <= ? RETURNING bytes_path"), arguments: [now.rfc3339])
+            try Row.fetchAll(db.cachedStatement(sql: "DELETE FROM resumable_uploads WHERE expires_at <= ? RETURNING *"), arguments: [now.rfc3339])
+                .compactMap(Self.upload)
         }
     }
 
@@ -114,6 +116,6 @@ struct SQLiteUploadRepository: UploadRepository {
         else { return nil }
         return Upload(
             id: row["id"], contentType: type, description: row["description"], length: row["length"], offset: row["received"],
-            bytesPath: row["bytes_path"], createdAt: createdAt, expiresAt: expiresAt)
+            bytesPath: row["bytes_path"], multipartID: row["multipart_id"], createdAt: createdAt, expiresAt: expiresAt)
     }
 }

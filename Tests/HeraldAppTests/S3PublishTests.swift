@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldTestSupport
 import NIOHTTP1
 import Publishing
@@ -119,6 +120,86 @@ struct S3PublishMotoTests {
                     #expect(keys.sorted() == ids.map { "media/\($0).png" }.sorted())
                     #expect(try await s3.get(bucket: bucket, key: "media/\(ids[0]).png") == large)
                 }
+            }
+        }
+    }
+
+    /// On PostgreSQL with S3 a resumable upload is one multipart upload: PATCHes through either replica, a drop keeps what
+    /// arrived, the bytes after the last whole part wait in an object named by their offset, DELETE aborts it.
+    @Test("a resumable upload on replicas with S3 is one multipart upload")
+    func resumableUploadInParts() async throws {
+        let moto = try await MotoServer.shared()
+        let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)
+        let bucket = try await s3.makeBucket()
+        let database = try await postgresDatabase()
+        @Sendable func replica(_ name: String) -> (inout HeraldConfiguration) -> Void {
+            {
+                $0.database = database
+                $0.replicaID = name
+            }
+        }
+        try await withS3Herald(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials, configure: replica("one")) { one, first in
+            let key = try #require(first.initialKey?.secret)
+            try await withS3Herald(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials, configure: replica("two")) { two, _ in
+                // 20 MiB: two whole parts of 8 MiB, then the last of 4.
+                let bytes = jpeg(count: 20 << 20)
+                let path = try #require(URL(string: try await createUpload(one, key: key, length: bytes.count))?.path)
+                let id = String(try #require(path.split(separator: "/").last))
+                let uploads = try await s3.multipartUploads(bucket: bucket)
+                try #require(uploads.map(\.key) == ["staging/\(id).jpg"], "one multipart upload, at the staged media's key")
+                let multipart = uploads[0].id
+
+                // Less than a part: kept as an object named by the offset it reaches.
+                let start = 3 << 20
+                let head = try await tus(.PATCH, one + path, key: key, headers: [("Upload-Offset", "0")], body: Array(bytes[..<start]))
+                #expect(head.status == .noContent, "\(head.body)")
+                #expect(try await s3.keys(bucket: bucket) == ["staging/\(id).upload.\(start)"])
+
+                // Through the other replica, dropped once the first whole part is in the bucket: what arrived counts.
+                let stalled = stalledPatch(two + path, key: key, offset: start, head: Array(bytes[start..<(10 << 20)]), length: bytes.count - start)
+                for _ in 0..<500 where try await s3.parts(bucket: bucket, key: "staging/\(id).jpg", uploadID: multipart).isEmpty {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(try await s3.parts(bucket: bucket, key: "staging/\(id).jpg", uploadID: multipart) == [1])
+                stalled.cancel()
+                _ = await stalled.result
+                var offset = 0
+                for _ in 0..<500 where offset < 8 << 20 {
+                    offset = try await uploadOffset(one + path, key: key) ?? 0
+                    if offset < 8 << 20 { try await Task.sleep(for: .milliseconds(20)) }
+                }
+                #expect(offset >= 8 << 20 && offset <= 10 << 20, "the whole part and what came after it count: \(offset)")
+                let waiting = try await s3.keys(bucket: bucket)
+                #expect(waiting == (offset == 8 << 20 ? [] : ["staging/\(id).upload.\(offset)"]), "the old offset's object is gone")
+
+                // The rest through the first replica, which has no hash state at this offset: it reads the object once.
+                let rest = try await tus(.PATCH, one + path, key: key, headers: [("Upload-Offset", "\(offset)")], body: Array(bytes[offset...]))
+                #expect(rest.status == .noContent, "\(rest.body)")
+                #expect(try await s3.keys(bucket: bucket) == ["staging/\(id).jpg"])
+                #expect(try await s3.get(bucket: bucket, key: "staging/\(id).jpg") == bytes)
+                #expect(try await s3.multipartUploads(bucket: bucket).isEmpty)
+                let media = try await call(.GET, "\(two)/v1/media/\(id)", key: key)
+                let json = try #require(try JSONSerialization.jsonObject(with: Data(media.body.utf8)) as? [String: Any])
+                #expect(json["sha256"] as? String == sha256(bytes))
+                #expect(json["size"] as? Int == bytes.count)
+                let created = try await TestKey.$current.withValue(key) { try await createPost(two, ["text": "in parts", "media_ids": [id]]) }
+                let jobID = try #require(try postAndJob(created.json).job["id"] as? String)
+                let done = try await call(.GET, "\(one)/v1/jobs/\(jobID)?wait=30", key: key)
+                #expect(done.body.contains(#""state":"succeeded""#), "\(done.body)")
+                #expect(try await s3.get(bucket: bucket, key: "media/\(id).jpg") == bytes)
+
+                // Deleted part way: the multipart upload is aborted and the waiting bytes go.
+                let other = try #require(URL(string: try await createUpload(two, key: key, length: 12 << 20))?.path)
+                let otherID = String(try #require(other.split(separator: "/").last))
+                let some = try await tus(.PATCH, two + other, key: key, headers: [("Upload-Offset", "0")], body: Array(jpeg(count: 9 << 20)))
+                #expect(some.status == .noContent, "\(some.body)")
+                #expect(try await s3.keys(bucket: bucket).contains("staging/\(otherID).upload.\(9 << 20)"))
+                // The staging sweep keeps the bytes of a live upload.
+                let sweeper = try #require(first.services.compactMap { $0 as? Sweeper }.first)
+                #expect(await sweeper.sweepFiles(olderThan: 0).isEmpty)
+                #expect(try await tus(.DELETE, one + other, key: key).status == .noContent)
+                #expect(try await s3.multipartUploads(bucket: bucket).isEmpty)
+                #expect(try await !s3.keys(bucket: bucket).contains { $0.hasPrefix("staging/") })
             }
         }
     }

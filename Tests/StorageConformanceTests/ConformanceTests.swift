@@ -719,16 +719,18 @@ struct ConformanceTests {
             let second = Upload(
                 id: MediaID.generate(at: At.at(1)), contentType: .png, description: nil, length: 10, bytesPath: "staging/b.upload",
                 createdAt: At.at(1), expiresAt: At.at(61))
+            // An object store's upload: its multipart upload's id comes back with it, to abort.
             let third = Upload(
                 id: MediaID.generate(at: At.at(2)), contentType: .mp4, description: nil, length: 10, bytesPath: "staging/c.upload",
-                createdAt: At.at(2), expiresAt: At.at(62))
+                multipartID: "2~mpu-c", createdAt: At.at(2), expiresAt: At.at(62))
             try await storage.uploads.insert(second, tenant: .default)
             try await storage.uploads.insert(third, tenant: .default)
             #expect(try await storage.uploads.delete(id: second.id, tenant: Tenant(rawValue: "other")!) == nil)
-            #expect(try await storage.uploads.delete(id: second.id, tenant: .default) == "staging/b.upload")
+            #expect(try await storage.uploads.find(id: third.id, tenant: .default, now: At.at(3)) == third)
+            #expect(try await storage.uploads.delete(id: second.id, tenant: .default) == second)
             #expect(try await storage.uploads.delete(id: second.id, tenant: .default) == nil)
             #expect(try await storage.uploads.expire(now: At.at(61)).isEmpty)
-            #expect(try await storage.uploads.expire(now: At.at(62)) == ["staging/c.upload"])
+            #expect(try await storage.uploads.expire(now: At.at(62)) == [third])
             #expect(try await storage.uploads.liveBytesPaths().isEmpty)
         }
     }

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Foundation
 import HeraldCore
 import NIOCore
 import NIOHTTP1
@@ -38,6 +39,29 @@ public struct S3TestClient: Sendable {
         return xml.split(separator: "<Key>").dropFirst().map { String($0.prefix { $0 != "<" }) }
     }
 
+    /// The multipart uploads under way in the bucket: each one's key and upload id.
+    public func multipartUploads(bucket: String) async throws -> [(key: String, id: String)] {
+        let answer = try await send("GET", "/\(bucket)", query: [("uploads", "")])
+        guard answer.status == 200 else { throw S3TestError(answer: answer) }
+        let xml = String(decoding: answer.body, as: UTF8.self)
+        return xml.components(separatedBy: "<Upload>").dropFirst().map { upload in
+            func element(_ name: String) -> String {
+                guard let start = upload.range(of: "<\(name)>"), let end = upload.range(of: "</\(name)>", range: start.upperBound..<upload.endIndex)
+                else { return "" }
+                return String(upload[start.upperBound..<end.lowerBound])
+            }
+            return (element("Key"), element("UploadId"))
+        }
+    }
+
+    /// The part numbers a multipart upload holds.
+    public func parts(bucket: String, key: String, uploadID: String) async throws -> [Int] {
+        let answer = try await send("GET", "/\(bucket)/\(key)", query: [("uploadId", uploadID)])
+        guard answer.status == 200 else { throw S3TestError(answer: answer) }
+        let xml = String(decoding: answer.body, as: UTF8.self)
+        return xml.split(separator: "<PartNumber>").dropFirst().compactMap { Int($0.prefix { $0 != "<" }) }
+    }
+
     public struct Answer: Sendable {
         public var status: Int
         public var body: [UInt8]
@@ -59,7 +83,10 @@ public struct S3TestClient: Sendable {
             payloadHash: payloadHash,
             date: .now()
         )
-        let queryString = query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
+        // Encoded as SigV4 signs it (an upload id holds `+`, `/` and `=`).
+        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        let queryString = query.map { "\($0.name)=\($0.value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? $0.value)" }
+            .joined(separator: "&")
         var request = HTTPClientRequest(url: endpoint + path + (queryString.isEmpty ? "" : "?" + queryString))
         request.method = HTTPMethod(rawValue: method)
         for (name, value) in signature.headers { request.headers.add(name: name, value: value) }

@@ -49,9 +49,9 @@ struct Sweeper: Service {
             // After the commit: a crash in between leaves files, which the file sweep removes, never rows without files.
             for path in paths { await staging.remove(path) }
             result.media = paths.count
-            let uploadPaths = try await uploads.expire(now: now)
-            for path in uploadPaths { await staging.remove(path) }
-            result.uploads = uploadPaths.count
+            let expired = try await uploads.expire(now: now)
+            for upload in expired { await staging.discard(upload) }
+            result.uploads = expired.count
             result.keys = try await posts.forgetExpiredKeys(now: now)
             result.deliveries = try await webhooks.expire(before: now.adding(milliseconds: -Self.deliveryRetention))
         } catch {
@@ -77,7 +77,7 @@ struct Sweeper: Service {
         do {
             let live = try await media.liveStagingPaths().union(uploads.liveBytesPaths())
             let cutoff = Date().timeIntervalSince1970 - grace
-            let stray = try await staging.entries().filter { !live.contains($0.key) && $0.modified <= cutoff }.map(\.key)
+            let stray = try await staging.entries().filter { !StagingArea.isLive($0.key, among: live) && $0.modified <= cutoff }.map(\.key)
             for path in stray { await staging.remove(path) }
             if !stray.isEmpty { logger.notice("removed staged files no row needs", metadata: ["count": "\(stray.count)"]) }
             return stray

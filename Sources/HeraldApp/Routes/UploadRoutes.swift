@@ -27,10 +27,10 @@ struct UploadRoutes {
             }
         }
         router.api(.post, "/v1/uploads", scope: .publish, maxBodySize: maxBytes) { request, caller in
-            try await Self.tus(request, route: "/v1/uploads") { try await create(request, tenant: caller.tenant) }
+            await Self.tus(request, route: "/v1/uploads") { try await create(request, tenant: caller.tenant) }
         }
         router.api(.head, "/v1/uploads/{id}", scope: .publish) { request, caller in
-            try await Self.tus(request, route: "/v1/uploads/{id}") {
+            await Self.tus(request, route: "/v1/uploads/{id}") {
                 let upload = try await service.find(try request.parameters.require("id"), tenant: caller.tenant)
                 var fields: HTTPFields = [.uploadOffset: "\(upload.offset)", .uploadLength: "\(upload.length)", .cacheControl: "no-store"]
                 if !upload.isComplete { fields[.uploadExpires] = upload.expiresAt.httpDate }
@@ -38,7 +38,7 @@ struct UploadRoutes {
             }
         }
         router.api(.patch, "/v1/uploads/{id}", scope: .publish, maxBodySize: maxBytes) { request, caller in
-            try await Self.tus(request, route: "/v1/uploads/{id}") {
+            await Self.tus(request, route: "/v1/uploads/{id}") {
                 let id = try request.parameters.require("id")
                 let offset = try Self.offset(request)
                 try Self.requireOffsetStream(request)
@@ -48,7 +48,7 @@ struct UploadRoutes {
             }
         }
         router.api(.delete, "/v1/uploads/{id}", scope: .publish) { request, caller in
-            try await Self.tus(request, route: "/v1/uploads/{id}") {
+            await Self.tus(request, route: "/v1/uploads/{id}") {
                 try await service.delete(try request.parameters.require("id"), tenant: caller.tenant)
                 return Response(status: .noContent)
             }

@@ -38,20 +38,29 @@ struct UploadService {
 
     /// Records a new upload of `tenant`.
     func create(_ creation: Creation, tenant: Tenant) async throws -> Upload {
-        guard let folder = staging.directoryOnDisk else {
-            throw HTTPError(
-                .notImplemented, detail: "resumable uploads need the data directory or the file media store; use POST /v1/media with S3")
-        }
-        // Once an upload, where it begins (not per PATCH): a file store's root may not exist yet.
-        try FileManager.default.createDirectory(
-            atPath: folder + "/" + StagingArea.folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try staging.ensureSpace(for: Int(creation.length))
         let id = MediaID.generate()
         let now = Timestamp.now()
-        let upload = Upload(
+        var upload = Upload(
             id: id, contentType: creation.type, description: creation.description, length: creation.length,
             bytesPath: "\(StagingArea.folder)/\(id).upload", createdAt: now, expiresAt: now.adding(milliseconds: Int64(ttl) * 1000))
-        try await uploads.insert(upload, tenant: tenant)
+        if let parts = staging.multipartStore {
+            // An object store: the bytes become one multipart upload, whichever replica takes each PATCH.
+            upload.multipartID = try await Self.storeCall { try await parts.beginParts(key: upload.stagingPath, contentType: creation.type.rawValue) }
+        } else {
+            guard let folder = staging.directoryOnDisk else {
+                throw HTTPError(.notImplemented, detail: "resumable uploads need the data directory, a file store or an S3 store")
+            }
+            // Once an upload, where it begins (not per PATCH): a file store's root may not exist yet.
+            try FileManager.default.createDirectory(
+                atPath: folder + "/" + StagingArea.folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try staging.ensureSpace(for: Int(creation.length))
+        }
+        do {
+            try await uploads.insert(upload, tenant: tenant)
+        } catch {
+            await staging.discard(upload)
+            throw error
+        }
         return upload
     }
 
@@ -71,11 +80,11 @@ struct UploadService {
 
     /// Deletes the upload `id` of `tenant` and its bytes.
     func delete(_ id: String, tenant: Tenant) async throws {
-        guard let uploadID = MediaID(validating: id), let path = try await uploads.delete(id: uploadID, tenant: tenant) else {
+        guard let uploadID = MediaID(validating: id), let upload = try await uploads.delete(id: uploadID, tenant: tenant) else {
             throw ServiceError.notFound(kind: "upload", id: id)
         }
         sessions.forget(uploadID)
-        await staging.remove(path)
+        await staging.discard(upload)
     }
 
     /// The checksum a `PATCH` body must have.
@@ -96,7 +105,18 @@ struct UploadService {
         guard let uploadID = MediaID(validating: id) else { throw ServiceError.notFound(kind: "upload", id: id) }
         try staging.ensureSpace(for: body.declaredLength)
         return try await held(uploadID, tenant: tenant) { upload, holder in
-            try await append(body, to: upload, holder: holder, offset: offset, checksum: checksum, tenant: tenant)
+            guard offset == upload.offset else {
+                throw HTTPError(.conflict, detail: "Upload-Offset is \(offset), but the upload has \(upload.offset) bytes")
+            }
+            let remaining = upload.length - upload.offset
+            if let declared = body.declaredLength, Int64(declared) > remaining {
+                throw HTTPError(.contentTooLarge, detail: "the body has \(declared) bytes, but only \(remaining) are left of Upload-Length")
+            }
+            if let parts = staging.multipartStore, let multipartID = upload.multipartID {
+                return try await appendParts(
+                    body, to: upload, holder: holder, checksum: checksum, tenant: tenant, store: parts, multipartID: multipartID)
+            }
+            return try await append(body, to: upload, holder: holder, checksum: checksum, tenant: tenant)
         }
     }
 
@@ -129,16 +149,9 @@ struct UploadService {
         return try result.get()
     }
 
-    private func append(
-        _ body: RequestBody, to upload: Upload, holder: String, offset: Int64, checksum: Checksum?, tenant: Tenant
-    ) async throws -> Upload {
-        guard offset == upload.offset else {
-            throw HTTPError(.conflict, detail: "Upload-Offset is \(offset), but the upload has \(upload.offset) bytes")
-        }
+    /// Appends `body` to the upload's file (the data directory, a file store).
+    private func append(_ body: RequestBody, to upload: Upload, holder: String, checksum: Checksum?, tenant: Tenant) async throws -> Upload {
         let remaining = upload.length - upload.offset
-        if let declared = body.declaredLength, Int64(declared) > remaining {
-            throw HTTPError(.contentTooLarge, detail: "the body has \(declared) bytes, but only \(remaining) are left of Upload-Length")
-        }
         let path = try bytesFile(upload.bytesPath)
         let file = try Self.io { () throws(WritableFile.Failure) in try WritableFile(appendingTo: path, after: upload.offset) }
         defer { try? file.close() }
@@ -201,11 +214,169 @@ struct UploadService {
         return advanced
     }
 
+    /// Appends `body` to the upload's multipart upload in an object store: whole parts are sent as they fill, and what
+    /// is left after the last whole part is stored as an object named by the offset it reaches (read back by the next
+    /// `PATCH`, on whichever replica). As with a file, the offset moves only once all of it is stored.
+    ///
+    /// The SHA-256 runs on from the state this process kept; when it has none (another replica took the bytes before,
+    /// or it restarted) the complete object is read once instead, parts being unreadable before then.
+    private func appendParts(
+        _ body: RequestBody, to upload: Upload, holder: String, checksum: Checksum?, tenant: Tenant, store: any MultipartStore,
+        multipartID: String
+    ) async throws -> Upload {
+        let partSize = Int64(store.partSize)
+        let remaining = upload.length - upload.offset
+        // Part n holds bytes (n-1)·partSize..<n·partSize: the parts before `sentParts` are whole and counted.
+        var sentParts = Int(upload.offset / partSize)
+        var buffer = ByteBuffer()
+        if upload.offset % partSize != 0 {
+            let tailKey = upload.tailKey(at: upload.offset)
+            let found = try await Self.storeCall { try await store.read(key: tailKey, range: nil) { buffer.writeImmutableBuffer($0) } }
+            guard found, Int64(buffer.readableBytes) == upload.offset % partSize else {
+                throw HTTPError(.gone, detail: "the upload's bytes were lost; create it again")
+            }
+        }
+        let before = sessions.hashState(of: upload.id, at: upload.offset)
+        var wholeHasher = before
+        var bodyHasher = checksum.map { BodyHasher($0.algorithm) }
+        var written: Int64 = 0
+        var renewed = ContinuousClock.now
+        var failure: (any Error)?
+        do {
+            for try await chunk in body {
+                guard written + Int64(chunk.count) <= remaining else {
+                    throw HTTPError(.contentTooLarge, detail: "the body runs past Upload-Length (\(upload.length) bytes)")
+                }
+                if renewed.duration(to: .now) > Self.renewAfter {
+                    guard try await uploads.renew(id: upload.id, holder: holder, until: Timestamp.now().adding(milliseconds: Self.holdTime)) else {
+                        throw HTTPError(.conflict, detail: "this PATCH lost its hold on the upload; send HEAD and resume")
+                    }
+                    renewed = .now
+                }
+                buffer.writeBytes(chunk)
+                wholeHasher?.update(data: chunk)
+                bodyHasher?.update(chunk)
+                written += Int64(chunk.count)
+                // A part sent before the body's checksum is known is past the offset: it counts only if the offset moves.
+                while buffer.readableBytes >= Int(partSize) {
+                    try await Self.storeCall {
+                        try await store.sendPart(
+                            buffer.getSlice(at: buffer.readerIndex, length: Int(partSize))!, number: sentParts + 1, key: upload.stagingPath,
+                            uploadID: multipartID)
+                    }
+                    buffer.moveReaderIndex(forwardBy: Int(partSize))
+                    buffer.discardReadBytes()
+                    sentParts += 1
+                }
+            }
+            if let checksum, let digest = bodyHasher?.finalize(), digest != checksum.digest {
+                throw HTTPError(
+                    HTTPResponse.Status(code: 460, reasonPhrase: "Checksum Mismatch"),
+                    detail: "the body's \(checksum.algorithm.rawValue) is not the Upload-Checksum sent; nothing was appended")
+            }
+        } catch {
+            failure = error
+        }
+        if let failure, checksum != nil || written == 0 {
+            if let before { sessions.keep(before, of: upload.id, at: upload.offset) }
+            throw failure
+        }
+        let reached = upload.offset + written
+        // What is left is stored before the offset says so, apart from the task: a dropped connection cancels it.
+        let rest = buffer
+        let saved = try await Task.detached { [uploads, sentParts] in
+            var rest = rest
+            var number = sentParts
+            // Whole parts a cancelled send left in the buffer, then the last part (complete) or the bytes after the last
+            // whole part.
+            while rest.readableBytes >= Int(partSize) || (reached == upload.length && rest.readableBytes > 0) {
+                let part = rest.readSlice(length: min(rest.readableBytes, Int(partSize)))!
+                try await Self.storeCall { try await store.sendPart(part, number: number + 1, key: upload.stagingPath, uploadID: multipartID) }
+                number += 1
+            }
+            if rest.readableBytes > 0 {
+                try await Self.storeCall { try await store.putObject(rest, key: upload.tailKey(at: reached)) }
+            }
+            return try await uploads.advance(id: upload.id, holder: holder, from: upload.offset, to: reached)
+        }.value
+        guard saved else {
+            if reached % partSize != 0 { try? await store.delete(key: upload.tailKey(at: reached)) }
+            throw ServiceError.notFound(kind: "upload", id: upload.id.rawValue)
+        }
+        // The object of the old offset is read by no one now.
+        if upload.offset % partSize != 0, written > 0 { try? await store.delete(key: upload.tailKey(at: upload.offset)) }
+        if let wholeHasher { sessions.keep(wholeHasher, of: upload.id, at: reached) }
+        if let failure { throw failure }
+        var advanced = upload
+        advanced.offset = reached
+        if advanced.isComplete { _ = try await finish(advanced, tenant: tenant, hasher: wholeHasher) }
+        return advanced
+    }
+
+    /// Completes the upload's multipart upload (again after a crash: then it may be complete already) and makes the
+    /// object a staged media, its first bytes checked against the type and its SHA-256 read from it when not known.
+    private func finishParts(
+        _ upload: Upload, tenant: Tenant, hasher: SHA256?, store: any MultipartStore, multipartID: String
+    ) async throws
+        -> Media
+    {
+        sessions.forget(upload.id)
+        let key = upload.stagingPath
+        let partSize = Int64(store.partSize)
+        do {
+            try await store.completeParts(count: Int((upload.length + partSize - 1) / partSize), key: key, uploadID: multipartID)
+        } catch let error as MediaStoreError where error.statusCode == 404 {
+            // NoSuchUpload: completed before a crash, if the object is there.
+            guard try await Self.storeCall({ try await store.exists(key: key) }) else { throw Self.storeError(error) }
+        } catch let error as MediaStoreError {
+            throw Self.storeError(error)
+        }
+        var head = ByteBuffer()
+        let headRange = 0..<Int(min(Int64(MediaType.signatureLength), upload.length))
+        _ = try await Self.storeCall { try await store.read(key: key, range: headRange) { head.writeImmutableBuffer($0) } }
+        guard upload.contentType.matches(signature: Array(head.readableBytesView)) else {
+            _ = try await uploads.delete(id: upload.id, tenant: tenant)
+            try? await store.delete(key: key)
+            throw HTTPError(.unsupportedMediaType, detail: "the bytes are not \(upload.contentType.rawValue); the upload is removed")
+        }
+        var whole = hasher
+        if whole == nil {
+            var reread = SHA256()
+            _ = try await Self.storeCall {
+                try await store.read(key: key, range: nil) { chunk in chunk.withUnsafeReadableBytes { reread.update(bufferPointer: $0) } }
+            }
+            whole = reread
+        }
+        let medium = Media(
+            id: upload.id, contentType: upload.contentType, size: upload.length, sha256: whole!.finalize().hexString,
+            description: upload.description, createdAt: .now())
+        guard try await uploads.complete(id: upload.id, tenant: tenant, as: medium, stagingPath: key) else {
+            throw ServiceError.notFound(kind: "upload", id: upload.id.rawValue)
+        }
+        return medium
+    }
+
+    /// Runs a call to the object store, answering its failures as HTTP: 503 with `Retry-After` (the client resumes).
+    private static func storeCall<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as MediaStoreError {
+            throw storeError(error)
+        }
+    }
+
+    private static func storeError(_ error: MediaStoreError) -> HTTPError {
+        HTTPError(.serviceUnavailable, detail: "the media store cannot take the bytes now: \(error.message)", headerFields: [.retryAfter: "5"])
+    }
+
     /// Makes the complete `upload` a staged media as `POST /v1/media` makes one: its first bytes checked against the
     /// type (415, the upload gone, when they are not it), its SHA-256 and size; returns it.
     private func finish(_ upload: Upload, tenant: Tenant, hasher: SHA256?) async throws -> Media {
+        if let parts = staging.multipartStore, let multipartID = upload.multipartID {
+            return try await finishParts(upload, tenant: tenant, hasher: hasher, store: parts, multipartID: multipartID)
+        }
         let path = try bytesFile(upload.bytesPath)
-        let stagingPath = "\(StagingArea.folder)/\(upload.id).\(upload.contentType.fileExtension)"
+        let stagingPath = upload.stagingPath
         let finalPath = try bytesFile(stagingPath)
         sessions.forget(upload.id)
         // A crash between the rename and the commit leaves the bytes renamed already.

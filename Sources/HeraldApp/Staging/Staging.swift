@@ -33,6 +33,29 @@ struct StagingArea: Sendable {
         }
     }
 
+    /// The object store that takes resumable uploads in parts, when the staged bytes are in one (S3 with replicas); nil
+    /// when they are files (the data directory, a file store), which uploads append to.
+    var multipartStore: (any MultipartStore)? {
+        guard case .store = place else { return nil }
+        return store as? any MultipartStore
+    }
+
+    /// Removes the bytes of a resumable upload that will not become media (deleted, expired, refused): its file, or its
+    /// multipart upload and the object holding the bytes after its last whole part.
+    func discard(_ upload: Upload) async {
+        guard let multipartID = upload.multipartID, let parts = multipartStore else { return await remove(upload.bytesPath) }
+        await parts.abortParts(key: upload.stagingPath, uploadID: multipartID)
+        if upload.offset % Int64(parts.partSize) != 0 { try? await parts.delete(key: upload.tailKey(at: upload.offset)) }
+    }
+
+    /// Whether the staged entry `key` is among the `live` paths: itself, or the bytes after a live upload's last whole
+    /// part (`<bytes path>.<offset>`).
+    static func isLive(_ key: String, among live: Set<String>) -> Bool {
+        if live.contains(key) { return true }
+        guard let dot = key.lastIndex(of: "."), key[key.index(after: dot)...].allSatisfy(\.isNumber) else { return false }
+        return live.contains(String(key[..<dot]))
+    }
+
     /// Bytes free for an unprivileged writer on the staged bytes' filesystem (also the `herald_disk_free_bytes`
     /// gauge); nil if the filesystem cannot say, or there is none (S3).
     func freeBytes() -> Int? {
@@ -198,4 +221,14 @@ private struct InspectedChunks<Base: AsyncSequence>: AsyncSequence where Base.El
 extension Request {
     /// The body's `Content-Length`, if the client declared one.
     var declaredLength: Int? { head.headerFields[.contentLength].flatMap { Int($0) } }
+}
+
+extension Upload {
+    /// Where the complete upload's bytes are staged, as media: `staging/<id>.<ext>` (in an object store, the multipart
+    /// upload's key).
+    var stagingPath: String { "\(StagingArea.folder)/\(id).\(contentType.fileExtension)" }
+
+    /// In an object store, the object that holds the bytes after the last whole part when the offset is `offset`: named
+    /// by its offset, so that a replica that lost its hold writes a name no row will read.
+    func tailKey(at offset: Int64) -> String { "\(bytesPath).\(offset)" }
 }

@@ -322,6 +322,16 @@ public struct S3MediaStore: MediaStore, Service {
 
     // MARK: - Writing in parts
 
+    /// Parts that are not `MultipartUpload`'s (a resumable upload's, sent over many requests): numbered by the caller.
+    private func uploadPart(_ bytes: ByteBuffer, number: Int, key: String, uploadID: String) async throws -> String {
+        let answer = try await send(
+            "PUT", key: key, query: [("partNumber", String(number)), ("uploadId", uploadID)],
+            headers: [("content-length", String(bytes.readableBytes))], payloadHash: SigV4Signer.payloadHash(bytes.readableBytesView),
+            body: .bytes(bytes), operation: "UploadPart")
+        guard answer.succeeded, let etag = answer.headers.first(name: "etag") else { throw answer.error }
+        return etag
+    }
+
     /// An S3 multipart upload under way: its id and the parts sent so far.
     struct MultipartUpload {
         let key: String
@@ -330,12 +340,7 @@ public struct S3MediaStore: MediaStore, Service {
 
         mutating func send(_ bytes: ByteBuffer, through store: S3MediaStore) async throws {
             let number = parts.count + 1
-            let answer = try await store.send(
-                "PUT", key: key, query: [("partNumber", String(number)), ("uploadId", id)],
-                headers: [("content-length", String(bytes.readableBytes))], payloadHash: SigV4Signer.payloadHash(bytes.readableBytesView),
-                body: .bytes(bytes), operation: "UploadPart")
-            guard answer.succeeded, let etag = answer.headers.first(name: "etag") else { throw answer.error }
-            parts.append((number, etag))
+            parts.append((number, try await store.uploadPart(bytes, number: number, key: key, uploadID: id)))
         }
 
         /// `UploadPartCopy`: the next part is `range` of the staged object, copied inside the store.
@@ -450,7 +455,8 @@ public struct S3MediaStore: MediaStore, Service {
         body: HTTPClientRequest.Body? = nil,
         operation: String,
         timeout: Duration? = nil,
-        readsBody: Bool = false
+        readsBody: Bool = false,
+        stream: ((ByteBuffer) async throws -> Void)? = nil
     ) async throws -> Answer {
         let path = "/" + configuration.bucket + (key.map { "/" + Self.encodedPath($0) } ?? "")
         var signed = extra
@@ -479,7 +485,9 @@ public struct S3MediaStore: MediaStore, Service {
             let response = try await client.execute(request, deadline: deadline, logger: logger)
             let status = Int(response.status.code)
             var body = ByteBuffer()
-            if readsBody || (!(200..<300).contains(status) && method != "HEAD") {
+            if let stream, (200..<300).contains(status) {
+                for try await chunk in response.body { try await stream(chunk) }
+            } else if readsBody || (!(200..<300).contains(status) && method != "HEAD") {
                 // An S3 error is a small XML document, and so is a listing page of 1,000 keys; more is not one.
                 body = (try? await response.body.collect(upTo: 4 << 20)) ?? ByteBuffer()
             }
@@ -625,5 +633,67 @@ extension MediaStoreError {
         case .cannotRead: .transient("Cannot read the staged file of '\(object.key)': \(error.reason)")
         case .shortened(let offset): .sizeMismatch(key: object.key, expected: object.size, actual: Int(offset))
         }
+    }
+}
+
+// MARK: - MultipartStore
+
+extension S3MediaStore: MultipartStore {
+    public func beginParts(key: String, contentType: String) async throws -> String {
+        try Self.validate(key: key)
+        return try await startMultipart(key: key, contentType: contentType).id
+    }
+
+    public func sendPart(_ bytes: ByteBuffer, number: Int, key: String, uploadID: String) async throws {
+        _ = try await uploadPart(bytes, number: number, key: key, uploadID: uploadID)
+    }
+
+    /// `ListParts` (page after page) for the parts' ETags, then `CompleteMultipartUpload` of parts `1...count`.
+    public func completeParts(count: Int, key: String, uploadID: String) async throws {
+        var etags: [Int: String] = [:]
+        var marker: String?
+        repeat {
+            var query = [(name: "uploadId", value: uploadID)]
+            if let marker { query.append((name: "part-number-marker", value: marker)) }
+            let answer = try await send("GET", key: key, query: query, operation: "ListParts", timeout: .seconds(30), readsBody: true)
+            guard answer.succeeded else { throw answer.error }
+            for part in S3ErrorDocument.elements("Part", in: answer.body) {
+                guard let number = S3ErrorDocument.element("PartNumber", in: part).flatMap({ Int($0) }),
+                    let etag = S3ErrorDocument.element("ETag", in: part)
+                else { continue }
+                etags[number] = etag
+            }
+            marker =
+                S3ErrorDocument.element("IsTruncated", in: answer.body) == "true"
+                ? S3ErrorDocument.element("NextPartNumberMarker", in: answer.body) : nil
+        } while marker != nil
+        var upload = MultipartUpload(key: key, id: uploadID)
+        for number in 1...max(count, 1) {
+            guard let etag = etags[number] else {
+                throw MediaStoreError.permanent("part \(number) of the multipart upload of s3://\(configuration.bucket)/\(key) is missing")
+            }
+            upload.parts.append((number, etag))
+        }
+        try await complete(upload)
+    }
+
+    public func abortParts(key: String, uploadID: String) async {
+        await abort(MultipartUpload(key: key, id: uploadID))
+    }
+
+    public func putObject(_ bytes: ByteBuffer, key: String) async throws {
+        try Self.validate(key: key)
+        try await putBytes(bytes, key: key, contentType: "application/octet-stream")
+    }
+
+    public func read(key: String, range: Range<Int>?, _ body: (ByteBuffer) async throws -> Void) async throws -> Bool {
+        try Self.validate(key: key)
+        let headers = range.map { [(name: "range", value: "bytes=\($0.lowerBound)-\($0.upperBound - 1)")] } ?? []
+        let answer = try await withoutActuallyEscaping(body) { body in
+            try await send("GET", key: key, headers: headers, operation: "GetObject", stream: body)
+        }
+        if answer.status == 404 { return false }
+        guard (200..<300).contains(answer.status) else { throw answer.error }
+        return true
     }
 }
