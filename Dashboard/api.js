@@ -1,4 +1,4 @@
-// Talking to Herald: the key, fetch with Authorization, problem details, XHR uploads.
+// Talking to Herald: the key, fetch with Authorization, problem details, XHR uploads (tus for large files).
 
 const STORE = 'herald.key';
 let onUnauthorized = () => {};
@@ -51,25 +51,88 @@ export async function api(method, path, { body, headers = {}, quiet401 = false }
   return text ? JSON.parse(text) : null;
 }
 
-/** Uploads one file as the raw body of POST /v1/media; onProgress(loaded, total). Resolves to the media object. */
-export function uploadMedia(file, onProgress) {
+/** Sends one XHR with the key; resolves to it once answered, whatever the status; rejects with ApiError(0) when the connection fails. */
+function send(method, path, headers, body, onProgress) {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
-    xhr.open('POST', '/v1/media');
-    xhr.setRequestHeader('Authorization', 'Bearer ' + getKey());
-    xhr.setRequestHeader('Content-Type', file.type || 'application/octet-stream');
-    xhr.setRequestHeader('Accept', 'application/json');
-    xhr.upload.onprogress = (e) => onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
-    xhr.onload = () => {
-      const p = parseProblem(xhr.responseText);
-      if (xhr.status >= 200 && xhr.status < 300 && p) { onProgress(file.size, file.size); resolve(p); return; }
-      const err = new ApiError(xhr.status, p, `${xhr.status} ${xhr.statusText}`.trim());
-      if (xhr.status === 401) onUnauthorized(err.message);
-      reject(err);
-    };
+    xhr.open(method, path);
+    for (const [k, v] of Object.entries({ Accept: 'application/json', ...authHeader(), ...headers })) xhr.setRequestHeader(k, v);
+    if (onProgress) xhr.upload.onprogress = (e) => onProgress(e.loaded);
+    xhr.onload = () => resolve(xhr);
     xhr.onerror = () => reject(new ApiError(0, null, 'The upload was interrupted.'));
-    xhr.send(file);
+    xhr.send(body);
   });
+}
+
+/** The ApiError of an answered XHR; a 401 also signs out. */
+function failure(xhr) {
+  const err = new ApiError(xhr.status, parseProblem(xhr.responseText), `${xhr.status} ${xhr.statusText}`.trim());
+  if (xhr.status === 401) onUnauthorized(err.message);
+  return err;
+}
+
+/** Uploads one file as the raw body of POST /v1/media; onProgress(loaded, total). Resolves to the media object. */
+export async function uploadMedia(file, onProgress) {
+  const xhr = await send('POST', '/v1/media', { 'Content-Type': file.type || 'application/octet-stream' }, file, (n) => onProgress(n, file.size));
+  const media = parseProblem(xhr.responseText);
+  if (xhr.status < 200 || xhr.status >= 300 || !media) throw failure(xhr);
+  onProgress(file.size, file.size);
+  return media;
+}
+
+const TUS = { 'Tus-Resumable': '1.0.0' };
+const CHUNK = 8 * 1024 * 1024; // bytes a PATCH sends, as the CLI
+const PATIENCE = 120000; // ms without progress before giving up, as the CLI
+
+const offsetOf = (xhr) => parseInt(xhr.getResponseHeader('Upload-Offset'), 10);
+
+/**
+ * Uploads one file through tus (/v1/uploads) in PATCHes of 8 MiB, resuming by itself as the CLI does; resolves to the media object.
+ * After a dropped connection, a 5xx, 409 or 423 it calls onWait(reason), waits (0.5 s doubling to 5 s), asks how far
+ * the bytes reach (HEAD) and sends the rest. onProgress(loaded, total).
+ */
+export async function uploadResumable(file, onProgress, onWait) {
+  const meta = 'filetype ' + btoa(file.type || 'application/octet-stream');
+  const created = await send('POST', '/v1/uploads', { ...TUS, 'Upload-Length': String(file.size), 'Upload-Metadata': meta });
+  const location = created.getResponseHeader('Location');
+  if (created.status !== 201 || !location) throw failure(created);
+  // The upload's id is its media's id: the Location's last segment.
+  const id = location.split('/').pop();
+  const path = '/v1/uploads/' + encodeURIComponent(id);
+  // The bar moves on with each PATCH, but never back below what the server last said it holds.
+  let shown = 0;
+  const report = (n, server) => { if (server || n > shown) { shown = n; onProgress(n, file.size); } };
+  let offset = 0;
+  let retry = 500;
+  let lastProgress = Date.now();
+  while (offset < file.size) {
+    const start = offset;
+    let reason = 'connection lost';
+    try {
+      const headers = { ...TUS, 'Upload-Offset': String(start), 'Content-Type': 'application/offset+octet-stream' };
+      const xhr = await send('PATCH', path, headers, file.slice(start, start + CHUNK), (n) => report(start + n));
+      if (xhr.status === 204 && offsetOf(xhr) >= 0) {
+        offset = offsetOf(xhr);
+        report(offset, true);
+        retry = 500;
+        lastProgress = Date.now();
+        continue;
+      }
+      // 409: the offset moved under this page (a PATCH it gave up on was counted); 423: one still holds the upload.
+      if (xhr.status < 500 && xhr.status !== 409 && xhr.status !== 423) throw failure(xhr);
+      reason = `the server answered ${xhr.status}`;
+    } catch (e) {
+      if (e.status !== 0) throw e;
+    }
+    // Away, or answered what a moment may mend: wait, then ask how far the bytes reach.
+    if (Date.now() - lastProgress >= PATIENCE) throw new ApiError(0, null, 'The upload made no progress for 2 minutes.');
+    onWait(reason);
+    await new Promise((r) => setTimeout(r, retry));
+    retry = Math.min(retry * 2, 5000);
+    const head = await send('HEAD', path, TUS).catch(() => null);
+    if (head && head.status === 200 && offsetOf(head) >= 0) { offset = offsetOf(head); report(offset, true); }
+  }
+  return api('GET', '/v1/media/' + encodeURIComponent(id));
 }
 
 /** A UUID for Idempotency-Key (crypto.randomUUID needs a secure context; fall back otherwise). */

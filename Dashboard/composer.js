@@ -1,8 +1,11 @@
 // The composer: pick or drop files, upload each with a progress bar, then create the post.
 
-import { api, uploadMedia, uuid } from './api.js';
+import { api, uploadMedia, uploadResumable, uuid } from './api.js';
 import { $, el, bytes, setProgress, announce, show, shortId } from './ui.js';
 import { upsertJob, rememberPost } from './jobs.js';
+
+// Larger files go through tus, which resumes after a dropped connection (the CLI's --resumable-above default).
+const RESUMABLE_ABOVE = 8 * 1024 * 1024;
 
 let files = []; // {file, mediaId, row, bar, note}
 let idemKey = ''; // kept while the same post is retried, so a retry cannot publish twice
@@ -90,10 +93,16 @@ form.addEventListener('submit', async (ev) => {
       f.row.dataset.state = 'uploading';
       announce(`Uploading ${f.file.name}…`);
       try {
-        const media = await uploadMedia(f.file, (loaded, total) => {
+        const progress = (loaded, total) => {
           setProgress(f.bar, loaded, total || f.file.size);
           f.note.textContent = `${bytes(loaded)} of ${bytes(total || f.file.size)}`;
-        });
+        };
+        const waiting = (reason) => {
+          const msg = `${reason}, resuming…`;
+          if (f.note.textContent !== msg) announce(`${f.file.name}: ${msg}`);
+          f.note.textContent = msg;
+        };
+        const media = f.file.size > RESUMABLE_ABOVE ? await uploadResumable(f.file, progress, waiting) : await uploadMedia(f.file, progress);
         f.mediaId = media.id;
         f.row.dataset.state = 'uploaded';
         f.note.textContent = `${bytes(f.file.size)} uploaded`;

@@ -79,8 +79,8 @@ struct DashboardTests {
     }
 
     /// The browser test: Tests/Browser/dashboard_test.py drives headless Chromium through the page against this Herald
-    /// (sign in, publish two images, cancel a running job, re-publish, pause and resume, figures, phone and dark mode).
-    /// Screenshots go to .build/test-artifacts/dashboard.
+    /// (sign in, publish two images, cancel a running job, re-publish, upload 20 MiB through tus across a dropped
+    /// connection, pause and resume, figures, phone and dark mode). Screenshots go to .build/test-artifacts/dashboard.
     @Test func inARealBrowser() async throws {
         let out = FileManager.default.currentDirectoryPath + "/.build/test-artifacts/dashboard"
         try? FileManager.default.removeItem(atPath: out)
@@ -98,6 +98,7 @@ struct DashboardTests {
                 try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/results.json"))) as? [String: Any])
             #expect((results["page_bytes"] as? Int ?? .max) < 50 * 1024)
             #expect(results["idle_requests"] as? Int == 0)
+            #expect((results["resumed_at"] as? Int ?? 0) > 8 << 20, "the tus upload resumed inside its second PATCH")
             print("dashboard in Chromium: \(run.stdout.trimmingCharacters(in: .whitespacesAndNewlines)); screenshots in \(out)")
             // What the browser did, seen from the server: the jobs it made ended as the script says.
             let jobs = try await send(.GET, "\(base)/v1/jobs?limit=10")
