@@ -58,8 +58,9 @@ release: deps
 ## Release builds, then every measurement side by side (Benchmarks/run.py); writes BENCHMARKS.md (about 20 minutes
 ## warm: the status poll at both log levels, post creation, parallel publish, cancellation, memory, 1 GiB ingest on
 ## disk and tmpfs, the publish path with its fsyncs counted under strace, the image through make verify-container's
-## script, which rebuilds the Swift layer after a source change: 12 minutes more); then Herald on PostgreSQL beside
-## SQLite (make bench-replicas), fair share (make bench-fair) and the instructions of a poll (make bench-callgrind).
+## script, which rebuilds the Swift layer after a source change: 12 minutes more; 1 GiB through tus beside one
+## POST /v1/media); then Herald on PostgreSQL beside SQLite (make bench-replicas), fair share (make bench-fair) and the
+## instructions of a poll (make bench-callgrind).
 ## One part of the first: BENCH_ARGS="--only publish".
 bench: deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }

@@ -29,18 +29,23 @@ table gives medians with min and max, and ratios of medians. Release builds use 
   8. The image: scripts/verify-container builds the Dockerfile unchanged (buildah) and runs its checks (podman);
      then the image's size, each layer's, the binary's symbol table (backtraces name functions) and debug info, and
      cold start: `podman run` on an empty volume to /readyz 200. Left out, with the reason, without podman.
+  9. Resumable upload: 1 GiB through /v1/uploads (tus) in 8 MiB PATCHes beside one POST /v1/media of the same file, on
+     one Herald: MB/s, server CPU per GiB, peak RSS growth; then bytes sent again after a PATCH cut half way.
 
 Raw outputs go to Benchmarks/out/. Every process and every wrk run has a hard time limit.
 """
 
 import argparse
+import base64
 import datetime
+import hashlib
 import json
 import math
 import os
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import statistics
 import subprocess
@@ -642,6 +647,172 @@ def ingest_place(binaries, rounds, size, body, root, place):
             shutil.rmtree(directory, ignore_errors=True)
 
 
+# MARK: 9. Resumable upload
+
+TUS_CHUNK = 8 << 20
+TUS_POST = "POST /v1/media (curl -T)"
+TUS_PATCH = "/v1/uploads, 8 MiB PATCHes"
+
+
+class TusClient:
+    """A tus 1.0 client on one keep-alive connection, as tus clients are: each PATCH's body goes out with sendfile(2)
+    from the file (never whole in memory). It counts every body byte it sends, so the bytes sent again after a drop
+    are what it sent beyond the file's size."""
+
+    def __init__(self, server):
+        self.server = server
+        self.connection = None
+        self.sent = 0
+
+    def _connection(self):
+        if self.connection is None:
+            self.connection = HTTPConnection("127.0.0.1", self.server.port, timeout=600)
+        return self.connection
+
+    def _headers(self, **extra):
+        return {"Tus-Resumable": "1.0.0", "Authorization": authorization(self.server.url("/v1/uploads")), **extra}
+
+    def request(self, method, path, headers):
+        connection = self._connection()
+        connection.request(method, path, headers=headers)
+        response = connection.getresponse()
+        body = response.read()
+        return response, body
+
+    def create(self, size, filetype):
+        response, body = self.request("POST", "/v1/uploads", self._headers(**{
+            "Upload-Length": str(size), "Upload-Metadata": "filetype " + base64.b64encode(filetype.encode()).decode()}))
+        assert response.status == 201, (response.status, body)
+        return urllib.parse.urlsplit(response.getheader("Location")).path
+
+    def offset(self, upload):
+        """HEAD: how far the server's durable bytes reach."""
+        response, _ = self.request("HEAD", upload, self._headers())
+        assert response.status == 200, response.status
+        return int(response.getheader("Upload-Offset"))
+
+    def patch(self, upload, file, offset, count, cut_after=None):
+        """One PATCH of `count` bytes of `file` from `offset`: the new offset, or None when the connection was dropped
+        after `cut_after` body bytes (as a phone losing its network) or the upload was locked (423)."""
+        connection = self._connection()
+        connection.putrequest("PATCH", upload, skip_accept_encoding=True)
+        for name, value in self._headers(**{"Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream",
+                                             "Content-Length": str(count)}).items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        if cut_after is not None:
+            self.sent += connection.sock.sendfile(file, offset, cut_after)
+            connection.sock.shutdown(socket.SHUT_RDWR)
+            connection.close()
+            self.connection = None
+            return None
+        self.sent += connection.sock.sendfile(file, offset, count)
+        response = connection.getresponse()
+        body = response.read()
+        if response.status == 423:  # the dropped PATCH is still saving what it received: ask again, as tus clients do
+            return None
+        assert response.status == 204, (response.status, body)
+        return int(response.getheader("Upload-Offset"))
+
+    def upload(self, path, size, filetype="video/mp4", drop_at=None):
+        """Uploads the file in TUS_CHUNK PATCHes; with `drop_at`, the PATCH that starts at or after that offset is cut
+        half way, then the client asks HEAD and sends the rest. The upload's id (its media's)."""
+        upload = self.create(size, filetype)
+        offset, waits = 0, 0
+        with open(path, "rb") as file:
+            while offset < size:
+                count = min(TUS_CHUNK, size - offset)
+                cut = count // 2 if drop_at is not None and offset >= drop_at else None
+                drop_at = None if cut else drop_at
+                reached = self.patch(upload, file, offset, count, cut_after=cut)
+                if reached is None:
+                    waits += 1
+                    assert waits < 100, "the upload stayed locked"
+                    time.sleep(0.05)
+                    reached = self.offset(upload)
+                offset = reached
+        if self.connection:
+            self.connection.close()
+        return upload.rsplit("/", 1)[1]
+
+
+def reset_peak(server):
+    """Starts the peak RSS (VmHWM) over from the current RSS (Linux's clear_refs 5), so each upload's peak is its own."""
+    with open(f"/proc/{server.pid}/clear_refs", "w") as file:
+        file.write("5")
+
+
+def resumable(binaries, rounds, size, data_disk):
+    """`size` bytes through /v1/uploads in 8 MiB PATCHes against one POST /v1/media of the same file, alternately, on one
+    Herald (`herald serve` defaults but the body limit and the disk reserve), its data directory on the data disk, then
+    on tmpfs (no disk flush: what the protocol itself costs): MB/s, server CPU per GiB, the peak RSS over each upload;
+    then, on the data disk, one upload whose PATCH is cut half way at the middle: bytes sent again."""
+    places = {}
+    for place, root in [("data disk", data_disk), ("tmpfs", "/dev/shm")]:
+        point, kind, source = mount_of(root) if os.path.isdir(root) else ("", "?", "?")
+        needed = 2 * size + INGEST_HEADROOM  # the file sent and the media it becomes
+        if place == "tmpfs" and kind != "tmpfs":
+            skipped = f"{root} is not a tmpfs ({kind})"
+        elif not os.path.isdir(root) or free_bytes(root) < needed:
+            skipped = f"{root} has {free_bytes(root) / 2**20 if os.path.isdir(root) else 0:,.0f} MiB free, {needed / 2**20:,.0f} MiB needed"
+        else:
+            skipped = None
+        places[place] = {"root": root, "mount": f"{kind} {source} at {point}", "skipped": skipped}
+        if skipped:
+            log(f"resumable on {place}: skipped, {skipped}")
+            continue
+        places[place].update(resumable_place(binaries, rounds, size, root, place, resume=place == "data disk"))
+    return {"size": size, "rounds": rounds, "places": places}
+
+
+def resumable_place(binaries, rounds, size, root, place, resume):
+    directory = tempfile.mkdtemp(prefix="herald-bench-", dir=root)
+    try:
+        log(f"resumable on {place}: writing a {size:,} byte MP4 body to {directory}")
+        body = mp4_file(os.path.join(directory, "body.mp4"), size)
+        data = os.path.join(directory, "data")
+        os.mkdir(data)
+        herald = herald_serve(binaries, f"herald-resumable-{place.replace(' ', '-')}", data, "--max-media-bytes", str(size),
+                              "--min-free-disk", "0")
+        runs = {TUS_POST: [], TUS_PATCH: []}
+        resent = None
+        try:
+            for round_index in range(rounds):
+                for name in runs:
+                    log(f"resumable on {place}, round {round_index + 1}/{rounds}: {name}")
+                    reset_peak(herald)
+                    before = herald.rss_kib("VmRSS")
+                    if name == TUS_POST:
+                        seconds, cpu, media = post_media(herald, body, size)
+                    else:
+                        cpu_before, start = herald.cpu_seconds(), time.monotonic()
+                        media = TusClient(herald).upload(body, size)
+                        seconds, cpu = time.monotonic() - start, herald.cpu_seconds() - cpu_before
+                    growth = herald.rss_kib("VmHWM") - before
+                    status, answer = http("GET", herald.url(f"/v1/media/{media}"))
+                    assert status == 200 and json.loads(answer)["size"] == size, answer
+                    assert http("DELETE", herald.url(f"/v1/media/{media}"))[0] == 204
+                    runs[name].append({"seconds": seconds, "mbps": size / 1e6 / seconds, "cpu_per_gib": cpu / (size / 2**30),
+                                       "growth_mib": growth / 1024})
+            if resume:
+                log(f"resumable on {place}: one upload cut half way through a PATCH at the middle, then resumed")
+                client = TusClient(herald)
+                media = client.upload(body, size, drop_at=size // 2)
+                status, answer = http("GET", herald.url(f"/v1/media/{media}"))
+                digest = hashlib.sha256()
+                with open(body, "rb") as file:
+                    for block in iter(lambda: file.read(1 << 20), b""):
+                        digest.update(block)
+                medium = json.loads(answer)
+                assert status == 200 and medium["size"] == size and medium["sha256"] == digest.hexdigest(), medium
+                resent = client.sent - size
+        finally:
+            herald.stop()
+        return {"runs": runs, "resent": resent}
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 # MARK: 7. Publish path
 
 
@@ -997,7 +1168,7 @@ def verdict(ratio, target, at_least=True):
     return f"{ratio:.2f}× ({'≥' if at_least else '≤'} {target} {'met' if met else 'MISSED'})"
 
 
-def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=None, published=None, built=None):
+def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=None, published=None, built=None, resumed=None):
     lines = [
         "# Benchmarks",
         "",
@@ -1263,10 +1434,58 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
                 f"time) to the first `/readyz` 200, polled every 10 ms, {len(built['starts'])} times.",
                 "",
             ]
+    if resumed:
+        lines += resumable_report(resumed)
     return "\n".join(lines)
 
 
-MEASUREMENTS = ["poll", "posts", "parallel", "cancel", "memory", "ingest", "publish", "image"]
+def resumable_report(resumed):
+    size = resumed["size"]
+    amount = f"{size / 2**30:g} GiB" if size >= 1 << 30 else f"{size / 2**20:g} MiB"
+    lines = [
+        f"## 9. Resumable upload: {amount} through `/v1/uploads` in 8 MiB PATCHes beside one `POST /v1/media`",
+        "",
+        f"Median (min–max) of {resumed['rounds']} rounds, the two alternately on one Herald (`herald serve` defaults but "
+        f"`--max-media-bytes {size}` and `--min-free-disk 0`), its data directory on the data disk, then on tmpfs. "
+        "`POST /v1/media`: `curl -T`, as in part 6. tus: `Benchmarks/run.py`'s client on one keep-alive connection, "
+        "`POST /v1/uploads` then PATCHes of 8 MiB, each body sent with sendfile(2) from the file; each PATCH's bytes are "
+        "fsynced and its offset committed before its 204 (the offset is durable before it is reported), the last one "
+        "also checks the type, renames and commits the media row. Seconds from the first request to the last answer. Peak "
+        "RSS growth: VmHWM after the upload minus VmRSS before it, the peak reset (`/proc/PID/clear_refs`) before each "
+        "upload. Each medium is checked (`GET /v1/media/{id}`: its size) and deleted.",
+        "",
+    ]
+    for place, entry in resumed["places"].items():
+        lines += [f"### On the {place}: {entry['root']} ({entry['mount']})", ""]
+        if entry["skipped"]:
+            lines += [f"Skipped: {entry['skipped']}.", ""]
+            continue
+        runs = entry["runs"]
+        lines += ["| upload | MB/s | server CPU s/GiB | seconds | peak RSS growth MiB |", "|---|---|---|---|---|"]
+        for name, results in runs.items():
+            lines.append(
+                f"| {name} | {cell([r['mbps'] for r in results])} | {cell([r['cpu_per_gib'] for r in results], 2)} | "
+                f"{cell([r['seconds'] for r in results], 2)} | {cell([r['growth_mib'] for r in results], 1)} |"
+            )
+        rate = {name: statistics.median(r["mbps"] for r in results) for name, results in runs.items()}
+        growth = max(r["growth_mib"] for r in runs[TUS_PATCH])
+        lines += [
+            "",
+            f"- tus / POST MB/s: {verdict(rate[TUS_PATCH] / rate[TUS_POST], 0.8)}",
+            f"- tus peak RSS growth, the largest of the rounds: {growth:.1f} MiB ({'met' if growth <= 32 else 'MISSED'}, target ≤ 32 MiB)",
+        ]
+        resent = entry["resent"]
+        if resent is not None:
+            lines.append(
+                f"- Resume: one more upload whose PATCH at the middle is cut after half its 8 MiB (the connection shut down), "
+                f"then `HEAD` and the rest: {resent:,} bytes sent again ({resent / TUS_CHUNK:.2f} of a chunk; "
+                f"{'met' if resent <= TUS_CHUNK else 'MISSED'}, target ≤ one chunk); the media's size and SHA-256 are the file's."
+            )
+        lines.append("")
+    return lines
+
+
+MEASUREMENTS = ["poll", "posts", "parallel", "cancel", "memory", "ingest", "publish", "image", "resumable"]
 
 
 def main():
@@ -1294,7 +1513,8 @@ def main():
     ingested = ingest(binaries, args.rounds, args.ingest_mib << 20, args.data_disk) if "ingest" in only else None
     published = publish_path(binaries, args.rounds, args.publish_posts) if "publish" in only else None
     built = image(args.rounds) if "image" in only else None
-    text = report(args, poll, posts, parallel, cancels, rss, ingested, published, built)
+    resumed = resumable(binaries, args.rounds, args.ingest_mib << 20, args.data_disk) if "resumable" in only else None
+    text = report(args, poll, posts, parallel, cancels, rss, ingested, published, built, resumed)
     # The parts other scripts wrote (make bench-replicas, bench-fair) stay, until they write them again.
     if os.path.exists(args.output):
         for part in sections(open(args.output).read()).values():

@@ -112,9 +112,10 @@ struct ResumableUploadTests {
             let partial = application.configuration.dataDirectory + "/staging/\(id).upload"
             let sent = 300_000
             let patch = stalledPatch(url, key: key, offset: 0, head: Array(bytes.prefix(sent)), length: bytes.count)
-            // Nothing outside the process tells when the bytes are written: look until the file has them all.
-            for _ in 0..<500 where fileSize(partial) < sent { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(fileSize(partial) == sent)
+            // Nothing outside the process tells when the bytes are written: look until a batch of them is in the file (the
+            // rest waits in memory for the next batch, or the body's end).
+            for _ in 0..<500 where fileSize(partial) < UploadService.batchSize { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(fileSize(partial) >= UploadService.batchSize && fileSize(partial) < sent)
             #expect(try await uploadOffset(url, key: key) == 0, "not counted while the PATCH goes on")
             let busy = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0")], body: [1])
             #expect(busy.status.code == 423, "one PATCH at a time: \(busy.status) \(busy.body)")
@@ -250,7 +251,7 @@ struct ResumableUploadTests {
         let arguments = ["--data-dir", directory, "--min-free-disk", "0"]
         let first = try await ServingProcess.start(arguments)
         let key = try #require(first.key)
-        let bytes = jpeg(count: 600_000)
+        let bytes = jpeg(count: 800_000)
         let url = try await createUpload(first.base, key: key, length: bytes.count)
         let path = try #require(URL(string: url)?.path)
         let half = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0")], body: Array(bytes.prefix(250_000)))
@@ -259,10 +260,11 @@ struct ResumableUploadTests {
         // upload.
         let partial = directory + "/staging/\(url.split(separator: "/").last!).upload"
         // Not the upload's bytes: had they counted, the SHA-256 would be wrong.
-        let stalled = stalledPatch(url, key: key, offset: 250_000, head: [UInt8](repeating: 0xEE, count: 100_000), length: 350_000)
+        let stalled = stalledPatch(url, key: key, offset: 250_000, head: [UInt8](repeating: 0xEE, count: 300_000), length: 550_000)
         defer { stalled.cancel() }
-        for _ in 0..<500 where fileSize(partial) < 350_000 { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(fileSize(partial) == 350_000, "the stalled PATCH's bytes reached the file")
+        let written = 250_000 + UploadService.batchSize
+        for _ in 0..<500 where fileSize(partial) < written { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(fileSize(partial) >= written && fileSize(partial) < 550_000, "a batch of the stalled PATCH's bytes reached the file")
         kill(first.process.processIdentifier, SIGKILL)
         first.process.waitUntilExit()
 
