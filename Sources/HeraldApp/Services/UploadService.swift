@@ -169,8 +169,11 @@ struct UploadService {
         var written: Int64 = 0
         var writtenBack: Int64 = 0
         // Bytes reach the file a batch at a time (fewer, larger writes); what a body ends with, also when it breaks off.
+        // A write that fails (a full disk) ends the body: only what was written before it counts.
         var batch: [UInt8] = []
         batch.reserveCapacity(Self.batchSize)
+        var flushed: Int64 = 0
+        var writeFailed = false
         var renewed = ContinuousClock.now
         var failure: (any Error)?
         do {
@@ -190,8 +193,14 @@ struct UploadService {
                 bodyHasher?.update(chunk)
                 written += Int64(chunk.count)
                 guard batch.count >= Self.batchSize else { continue }
-                try Self.io { () throws(WritableFile.Failure) in try file.write(batch) }
+                do {
+                    try Self.io { () throws(WritableFile.Failure) in try file.write(batch) }
+                } catch {
+                    writeFailed = true
+                    throw error
+                }
                 batch.removeAll(keepingCapacity: true)
+                flushed = written
                 // The disk writes each MiB while the next arrives: the fsync before the answer has little left to wait for.
                 if written - writtenBack >= Self.writebackStep {
                     file.startWriteback(upload.offset + writtenBack..<upload.offset + written)
@@ -212,14 +221,20 @@ struct UploadService {
             throw failure
         }
         var hashed: SHA256? = wholeHasher
-        do {
-            try Self.io { () throws(WritableFile.Failure) in try file.write(batch) }
-        } catch {
-            // A full disk: what the batch held does not count (the next append cuts off what of it was written), and the
+        if !writeFailed {
+            do {
+                try Self.io { () throws(WritableFile.Failure) in try file.write(batch) }
+                flushed = written
+            } catch {
+                writeFailed = true
+                failure = failure ?? error
+            }
+        }
+        if writeFailed {
+            // What the failed batch held does not count (the next append cuts off what of it reached the file), and the
             // hash, past it, is of no use.
-            written -= Int64(batch.count)
+            written = flushed
             hashed = nil
-            failure = failure ?? error
         }
         let reached = upload.offset + written
         // The bytes are durable before the offset says so; after a dropped connection the task is cancelled, and what
