@@ -580,17 +580,8 @@ def ingest(binaries, rounds, size, data_disk):
         log(f"ingest: writing a {size:,} byte MP4 body to {body_directory}")
         body = mp4_file(os.path.join(body_directory, "body.mp4"), size)
         for place, root in [("data disk", data_disk), ("tmpfs", "/dev/shm")]:
-            point, kind, source = mount_of(root) if os.path.isdir(root) else ("", "?", "?")
-            entry = places[place] = {"root": root, "mount": f"{kind} {source} at {point}", "skipped": None, "runs": {}}
-            needed = size + INGEST_HEADROOM  # one medium at a time: each is removed before the next upload
-            available = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemAvailable")) << 10
-            if place == "tmpfs" and kind != "tmpfs":
-                entry["skipped"] = f"{root} is not a tmpfs ({kind})"
-            elif place == "tmpfs" and available < needed:  # what tmpfs holds is memory
-                entry["skipped"] = f"{available / 2**20:,.0f} MiB of memory available, {needed / 2**20:,.0f} MiB needed"
-            elif not os.path.isdir(root) or free_bytes(root) < needed:
-                free = free_bytes(root) if os.path.isdir(root) else 0
-                entry["skipped"] = f"{root} has {free / 2**20:,.0f} MiB free, {needed / 2**20:,.0f} MiB needed"
+            # One medium at a time: each is removed before the next upload.
+            entry = places[place] = {**place_check(place, root, size + INGEST_HEADROOM), "runs": {}}
             if entry["skipped"]:
                 log(f"ingest on {place}: skipped, {entry['skipped']}")
                 continue
@@ -598,6 +589,23 @@ def ingest(binaries, rounds, size, data_disk):
     finally:
         shutil.rmtree(body_directory, ignore_errors=True)
     return {"size": size, "rounds": rounds, "places": places}
+
+
+def place_check(place, root, needed):
+    """Where a measurement on `place` (the data disk, or tmpfs) writes: {root, mount, skipped}, `skipped` the reason it
+    cannot (not a tmpfs, too little room: on tmpfs, room is memory) or None."""
+    point, kind, source = mount_of(root) if os.path.isdir(root) else ("", "?", "?")
+    available = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemAvailable")) << 10
+    free = free_bytes(root) if os.path.isdir(root) else 0
+    if place == "tmpfs" and kind != "tmpfs":
+        skipped = f"{root} is not a tmpfs ({kind})"
+    elif place == "tmpfs" and available < needed:
+        skipped = f"{available / 2**20:,.0f} MiB of memory available, {needed / 2**20:,.0f} MiB needed"
+    elif free < needed:
+        skipped = f"{root} has {free / 2**20:,.0f} MiB free, {needed / 2**20:,.0f} MiB needed"
+    else:
+        skipped = None
+    return {"root": root, "mount": f"{kind} {source} at {point}", "skipped": skipped}
 
 
 def ingest_place(binaries, rounds, size, body, root, place):
@@ -749,17 +757,9 @@ def resumable(binaries, rounds, size, data_disk):
     then, on the data disk, one upload whose PATCH is cut half way at the middle: bytes sent again."""
     places = {}
     for place, root in [("data disk", data_disk), ("tmpfs", "/dev/shm")]:
-        point, kind, source = mount_of(root) if os.path.isdir(root) else ("", "?", "?")
-        needed = 2 * size + INGEST_HEADROOM  # the file sent and the media it becomes
-        if place == "tmpfs" and kind != "tmpfs":
-            skipped = f"{root} is not a tmpfs ({kind})"
-        elif not os.path.isdir(root) or free_bytes(root) < needed:
-            skipped = f"{root} has {free_bytes(root) / 2**20 if os.path.isdir(root) else 0:,.0f} MiB free, {needed / 2**20:,.0f} MiB needed"
-        else:
-            skipped = None
-        places[place] = {"root": root, "mount": f"{kind} {source} at {point}", "skipped": skipped}
-        if skipped:
-            log(f"resumable on {place}: skipped, {skipped}")
+        places[place] = place_check(place, root, 2 * size + INGEST_HEADROOM)  # the file sent and the media it becomes
+        if places[place]["skipped"]:
+            log(f"resumable on {place}: skipped, {places[place]['skipped']}")
             continue
         places[place].update(resumable_place(binaries, rounds, size, root, place, resume=place == "data disk"))
     return {"size": size, "rounds": rounds, "places": places}

@@ -27,6 +27,14 @@ func withS3Herald<T: Sendable>(
     }
 }
 
+/// A replica's configuration: `database` (PostgreSQL) and its replica id; the store is the caller's.
+func databaseReplica(_ name: String, database: String) -> @Sendable (inout HeraldConfiguration) -> Void {
+    {
+        $0.database = database
+        $0.replicaID = name
+    }
+}
+
 /// Uploads `count` distinct PNGs, posts them with the queue paused, and returns the media ids and the job id.
 func pausedPost(_ base: String, media count: Int) async throws -> (media: [String], job: String) {
     #expect(try await exchange(.POST, "\(base)/v1/queue/pause").status == .ok)
@@ -84,12 +92,7 @@ struct S3PublishMotoTests {
         let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)
         let bucket = try await s3.makeBucket()
         let database = try await postgresDatabase()
-        @Sendable func replica(_ name: String) -> (inout HeraldConfiguration) -> Void {
-            {
-                $0.database = database
-                $0.replicaID = name
-            }
-        }
+        let replica = { @Sendable (name: String) in databaseReplica(name, database: database) }
         try await withS3Herald(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials, configure: replica("one")) { one, first in
             let key = TestKey.current
             try await withS3Herald(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials, configure: replica("two")) { two, _ in
@@ -132,12 +135,7 @@ struct S3PublishMotoTests {
         let s3 = S3TestClient(endpoint: moto.endpoint, credentials: moto.credentials)
         let bucket = try await s3.makeBucket()
         let database = try await postgresDatabase()
-        @Sendable func replica(_ name: String) -> (inout HeraldConfiguration) -> Void {
-            {
-                $0.database = database
-                $0.replicaID = name
-            }
-        }
+        let replica = { @Sendable (name: String) in databaseReplica(name, database: database) }
         try await withS3Herald(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials, configure: replica("one")) { one, first in
             let key = try #require(first.initialKey?.secret)
             try await withS3Herald(endpoint: moto.endpoint, bucket: bucket, credentials: moto.credentials, configure: replica("two")) { two, _ in

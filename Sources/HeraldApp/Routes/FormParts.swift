@@ -70,8 +70,7 @@ extension StagingArea {
                 throw HTTPError.insufficientStorage("the media store's disk is full")
             // Nothing was kept (a multipart upload is aborted): the client sends again once the store answers.
             case .store(let failure):
-                throw HTTPError(
-                    .serviceUnavailable, detail: "the media store cannot take the bytes now: \(failure.message)", headerFields: [.retryAfter: "5"])
+                throw HTTPError.storeUnavailable(failure)
             }
         }
     }

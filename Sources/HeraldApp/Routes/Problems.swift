@@ -2,6 +2,7 @@ import HTTPTypes
 import HeraldCore
 import HeraldStorage
 import MicroHTTP
+import Publishing
 
 extension ServiceError: HTTPErrorConvertible {
     /// The one mapping from what a service refused to the API's problem documents.
@@ -34,6 +35,12 @@ extension HTTPError {
     /// 503 for a call the database could not serve now (down, restarting, not answering): try again in a few seconds.
     static func databaseUnavailable(_ detail: String) -> HTTPError {
         HTTPError(.serviceUnavailable, detail: detail, headerFields: [.retryAfter: "5"])
+    }
+
+    /// 503 with `Retry-After` for bytes the media store could not take now (nothing of them was kept as counted): the
+    /// client sends them again once the store answers.
+    static func storeUnavailable(_ failure: MediaStoreError) -> HTTPError {
+        HTTPError(.serviceUnavailable, detail: "the media store cannot take the bytes now: \(failure.message)", headerFields: [.retryAfter: "5"])
     }
 
     /// 404 for an id that names nothing (also for a malformed id).

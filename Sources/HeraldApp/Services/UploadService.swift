@@ -148,14 +148,16 @@ struct UploadService {
         } catch {
             result = .failure(error)
         }
-        // Also after a dropped connection (the task is cancelled): apart from it, awaited.
-        await Task.detached { [uploads] in try? await uploads.release(id: id, holder: holder) }.value
+        // A body that succeeded ended the hold already (the offset's last move, or the row became media); a failed one,
+        // also after a dropped connection (the task is cancelled), ends it here: apart from the task, awaited.
+        if case .failure = result {
+            await Task.detached { [uploads] in try? await uploads.release(id: id, holder: holder) }.value
+        }
         return try result.get()
     }
 
     /// Appends `body` to the upload's file (the data directory, a file store).
     private func append(_ body: RequestBody, to upload: Upload, holder: String, checksum: Checksum?, tenant: Tenant) async throws -> Upload {
-        let remaining = upload.length - upload.offset
         let path = try bytesFile(upload.bytesPath)
         let file = try Self.io { () throws(WritableFile.Failure) in try WritableFile(appendingTo: path, after: upload.offset) }
         defer { try? file.close() }
@@ -164,9 +166,7 @@ struct UploadService {
         var hasher = sessions.hashState(of: upload.id, at: upload.offset)
         if hasher == nil { hasher = try await Self.hash(path) }
         guard let before = hasher else { throw HTTPError(.internalServerError, detail: "the upload's bytes could not be read") }
-        var wholeHasher = before
-        var bodyHasher = checksum.map { BodyHasher($0.algorithm) }
-        var written: Int64 = 0
+        var intake = Intake(upload: upload, holder: holder, uploads: uploads, checksum: checksum, hasher: before)
         var writtenBack: Int64 = 0
         // Bytes reach the file a batch at a time (fewer, larger writes); what a body ends with, also when it breaks off.
         // A write that fails (a full disk) ends the body: only what was written before it counts.
@@ -174,24 +174,11 @@ struct UploadService {
         batch.reserveCapacity(Self.batchSize)
         var flushed: Int64 = 0
         var writeFailed = false
-        var renewed = ContinuousClock.now
         var failure: (any Error)?
         do {
             for try await chunk in body {
-                guard written + Int64(chunk.count) <= remaining else {
-                    throw HTTPError(.contentTooLarge, detail: "the body runs past Upload-Length (\(upload.length) bytes)")
-                }
-                // Bytes are written only while the hold is this PATCH's: a slow body renews it before it could lapse.
-                if renewed.duration(to: .now) > Self.renewAfter {
-                    guard try await uploads.renew(id: upload.id, holder: holder, until: Timestamp.now().adding(milliseconds: Self.holdTime)) else {
-                        throw HTTPError(.conflict, detail: "this PATCH lost its hold on the upload; send HEAD and resume")
-                    }
-                    renewed = .now
-                }
+                try await intake.take(chunk)
                 batch.append(contentsOf: chunk)
-                wholeHasher.update(data: chunk)
-                bodyHasher?.update(chunk)
-                written += Int64(chunk.count)
                 guard batch.count >= Self.batchSize else { continue }
                 do {
                     try Self.io { () throws(WritableFile.Failure) in try file.write(batch) }
@@ -200,31 +187,27 @@ struct UploadService {
                     throw error
                 }
                 batch.removeAll(keepingCapacity: true)
-                flushed = written
+                flushed = intake.written
                 // The disk writes each MiB while the next arrives: the fsync before the answer has little left to wait for.
-                if written - writtenBack >= Self.writebackStep {
-                    file.startWriteback(upload.offset + writtenBack..<upload.offset + written)
-                    writtenBack = written
+                if flushed - writtenBack >= Self.writebackStep {
+                    file.startWriteback(upload.offset + writtenBack..<upload.offset + flushed)
+                    writtenBack = flushed
                 }
             }
-            if let checksum, let digest = bodyHasher?.finalize(), digest != checksum.digest {
-                throw HTTPError(
-                    HTTPResponse.Status(code: 460, reasonPhrase: "Checksum Mismatch"),
-                    detail: "the body's \(checksum.algorithm.rawValue) is not the Upload-Checksum sent; nothing was appended")
-            }
+            try intake.verify()
         } catch {
             failure = error
         }
-        if let failure, checksum != nil || written == 0 {
+        if let failure, checksum != nil || intake.written == 0 {
             // Nothing of this body counts: the next append cuts the file back to the offset anyway.
             sessions.keep(before, of: upload.id, at: upload.offset)
             throw failure
         }
-        var hashed: SHA256? = wholeHasher
+        var hashed = intake.hasher
         if !writeFailed {
             do {
                 try Self.io { () throws(WritableFile.Failure) in try file.write(batch) }
-                flushed = written
+                flushed = intake.written
             } catch {
                 writeFailed = true
                 failure = failure ?? error
@@ -233,10 +216,9 @@ struct UploadService {
         if writeFailed {
             // What the failed batch held does not count (the next append cuts off what of it reached the file), and the
             // hash, past it, is of no use.
-            written = flushed
             hashed = nil
         }
-        let reached = upload.offset + written
+        let reached = upload.offset + flushed
         // The bytes are durable before the offset says so; after a dropped connection the task is cancelled, and what
         // arrived is still kept: the save runs apart from it (awaited here, a few milliseconds).
         let saved = try await Task.detached { [uploads] in
@@ -250,7 +232,7 @@ struct UploadService {
         advanced.offset = reached
         if advanced.isComplete {
             try? file.close()
-            _ = try await finish(advanced, tenant: tenant, hasher: wholeHasher)
+            _ = try await finish(advanced, tenant: tenant, hasher: intake.hasher)
         }
         return advanced
     }
@@ -266,7 +248,6 @@ struct UploadService {
         multipartID: String
     ) async throws -> Upload {
         let partSize = Int64(store.partSize)
-        let remaining = upload.length - upload.offset
         // Part n holds bytes (n-1)·partSize..<n·partSize: the parts before `sentParts` are whole and counted.
         var sentParts = Int(upload.offset / partSize)
         var buffer = ByteBuffer()
@@ -278,26 +259,12 @@ struct UploadService {
             }
         }
         let before = sessions.hashState(of: upload.id, at: upload.offset)
-        var wholeHasher = before
-        var bodyHasher = checksum.map { BodyHasher($0.algorithm) }
-        var written: Int64 = 0
-        var renewed = ContinuousClock.now
+        var intake = Intake(upload: upload, holder: holder, uploads: uploads, checksum: checksum, hasher: before)
         var failure: (any Error)?
         do {
             for try await chunk in body {
-                guard written + Int64(chunk.count) <= remaining else {
-                    throw HTTPError(.contentTooLarge, detail: "the body runs past Upload-Length (\(upload.length) bytes)")
-                }
-                if renewed.duration(to: .now) > Self.renewAfter {
-                    guard try await uploads.renew(id: upload.id, holder: holder, until: Timestamp.now().adding(milliseconds: Self.holdTime)) else {
-                        throw HTTPError(.conflict, detail: "this PATCH lost its hold on the upload; send HEAD and resume")
-                    }
-                    renewed = .now
-                }
+                try await intake.take(chunk)
                 buffer.writeBytes(chunk)
-                wholeHasher?.update(data: chunk)
-                bodyHasher?.update(chunk)
-                written += Int64(chunk.count)
                 // A part sent before the body's checksum is known is past the offset: it counts only if the offset moves.
                 while buffer.readableBytes >= Int(partSize) {
                     try await Self.storeCall {
@@ -310,19 +277,15 @@ struct UploadService {
                     sentParts += 1
                 }
             }
-            if let checksum, let digest = bodyHasher?.finalize(), digest != checksum.digest {
-                throw HTTPError(
-                    HTTPResponse.Status(code: 460, reasonPhrase: "Checksum Mismatch"),
-                    detail: "the body's \(checksum.algorithm.rawValue) is not the Upload-Checksum sent; nothing was appended")
-            }
+            try intake.verify()
         } catch {
             failure = error
         }
-        if let failure, checksum != nil || written == 0 {
+        if let failure, checksum != nil || intake.written == 0 {
             if let before { sessions.keep(before, of: upload.id, at: upload.offset) }
             throw failure
         }
-        let reached = upload.offset + written
+        let reached = upload.offset + intake.written
         // What is left is stored before the offset says so, apart from the task: a dropped connection cancels it.
         let rest = buffer
         let saved = try await Task.detached { [uploads, sentParts] in
@@ -345,12 +308,12 @@ struct UploadService {
             throw ServiceError.notFound(kind: "upload", id: upload.id.rawValue)
         }
         // The object of the old offset is read by no one now.
-        if upload.offset % partSize != 0, written > 0 { try? await store.delete(key: upload.tailKey(at: upload.offset)) }
-        if let wholeHasher { sessions.keep(wholeHasher, of: upload.id, at: reached) }
+        if upload.offset % partSize != 0, intake.written > 0 { try? await store.delete(key: upload.tailKey(at: upload.offset)) }
+        if let hasher = intake.hasher { sessions.keep(hasher, of: upload.id, at: reached) }
         if let failure { throw failure }
         var advanced = upload
         advanced.offset = reached
-        if advanced.isComplete { _ = try await finish(advanced, tenant: tenant, hasher: wholeHasher) }
+        if advanced.isComplete { _ = try await finish(advanced, tenant: tenant, hasher: intake.hasher) }
         return advanced
     }
 
@@ -368,9 +331,9 @@ struct UploadService {
             try await store.completeParts(count: Int((upload.length + partSize - 1) / partSize), key: key, uploadID: multipartID)
         } catch let error as MediaStoreError where error.statusCode == 404 {
             // NoSuchUpload: completed before a crash, if the object is there.
-            guard try await Self.storeCall({ try await store.exists(key: key) }) else { throw Self.storeError(error) }
+            guard try await Self.storeCall({ try await store.exists(key: key) }) else { throw HTTPError.storeUnavailable(error) }
         } catch let error as MediaStoreError {
-            throw Self.storeError(error)
+            throw HTTPError.storeUnavailable(error)
         }
         var head = ByteBuffer()
         let headRange = 0..<Int(min(Int64(MediaType.signatureLength), upload.length))
@@ -402,12 +365,8 @@ struct UploadService {
         do {
             return try await body()
         } catch let error as MediaStoreError {
-            throw storeError(error)
+            throw HTTPError.storeUnavailable(error)
         }
-    }
-
-    private static func storeError(_ error: MediaStoreError) -> HTTPError {
-        HTTPError(.serviceUnavailable, detail: "the media store cannot take the bytes now: \(error.message)", headerFields: [.retryAfter: "5"])
     }
 
     /// Makes the complete `upload` a staged media as `POST /v1/media` makes one: its first bytes checked against the
@@ -481,6 +440,55 @@ struct UploadService {
         var bytes = [UInt8](repeating: 0, count: MediaType.signatureLength)
         let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
         return Array(bytes.prefix(max(count, 0)))
+    }
+}
+
+/// What one `PATCH` body has brought so far, whatever holds the bytes: each chunk counted against what is left of the
+/// upload, hashed (the whole media, and the body for its checksum), and the hold renewed while the body comes.
+private struct Intake {
+    let upload: Upload
+    let holder: String
+    let uploads: any UploadRepository
+    let checksum: UploadService.Checksum?
+    /// The whole media's SHA-256 so far; nil when it is unknown (read again once complete).
+    private(set) var hasher: SHA256?
+    private var bodyHasher: BodyHasher?
+    private(set) var written: Int64 = 0
+    private var renewed = ContinuousClock.now
+
+    init(upload: Upload, holder: String, uploads: any UploadRepository, checksum: UploadService.Checksum?, hasher: SHA256?) {
+        self.upload = upload
+        self.holder = holder
+        self.uploads = uploads
+        self.checksum = checksum
+        self.hasher = hasher
+        self.bodyHasher = checksum.map { BodyHasher($0.algorithm) }
+    }
+
+    /// Takes `chunk`: 413 past `Upload-Length`, 409 when this `PATCH` lost its hold.
+    mutating func take(_ chunk: [UInt8]) async throws {
+        guard written + Int64(chunk.count) <= upload.length - upload.offset else {
+            throw HTTPError(.contentTooLarge, detail: "the body runs past Upload-Length (\(upload.length) bytes)")
+        }
+        // Bytes are stored only while the hold is this PATCH's: a slow body renews it before it could lapse.
+        if renewed.duration(to: .now) > UploadService.renewAfter {
+            let until = Timestamp.now().adding(milliseconds: UploadService.holdTime)
+            guard try await uploads.renew(id: upload.id, holder: holder, until: until) else {
+                throw HTTPError(.conflict, detail: "this PATCH lost its hold on the upload; send HEAD and resume")
+            }
+            renewed = .now
+        }
+        hasher?.update(data: chunk)
+        bodyHasher?.update(chunk)
+        written += Int64(chunk.count)
+    }
+
+    /// 460 when the body is not the `Upload-Checksum` sent.
+    func verify() throws {
+        guard let checksum, let digest = bodyHasher?.finalize(), digest != checksum.digest else { return }
+        throw HTTPError(
+            HTTPResponse.Status(code: 460, reasonPhrase: "Checksum Mismatch"),
+            detail: "the body's \(checksum.algorithm.rawValue) is not the Upload-Checksum sent; nothing was appended")
     }
 }
 
