@@ -176,19 +176,11 @@ final class ChangeFeed: Sendable {
     }
 
     /// Asks the server every ``probeInterval`` whether it answers, until cancelled or it does not: then the database
-    /// counts as unreachable and the connection is closed (the listener connects again). The answer's wait is timed on
-    /// the connection's event loop, so a busy cooperative pool cannot make a late answer of a prompt one.
+    /// counts as unreachable and the connection is closed (the listener connects again).
     private func probe(_ connection: PostgresConnection) async {
         while (try? await Task.sleep(for: Self.probeInterval)) != nil {
-            let answered = connection.eventLoop.makePromise(of: Void.self)
-            connection.query("SELECT 1", logger: logger).map { _ in }.cascade(to: answered)
-            let patience = Self.probePatience
-            let timer = connection.eventLoop.scheduleTask(in: TimeAmount(patience)) {
-                answered.fail(DeadlinePassed(limit: patience))
-            }
             do {
-                try await answered.futureResult.get()
-                timer.cancel()
+                try await Self.ask(connection, within: Self.probePatience, logger: logger).get()
             } catch let error as DeadlinePassed {
                 reachability.markUnreachable("PostgreSQL gave the listener \(error)")
                 try? await connection.close()
@@ -197,6 +189,22 @@ final class ChangeFeed: Sendable {
                 // The connection failed: the notifications say so, and the listener connects again.
                 return
             }
+        }
+    }
+
+    /// `SELECT 1` on `connection`, failed with ``DeadlinePassed`` unless answered within `patience`.
+    ///
+    /// The query is sent and its wait timed by the connection's event loop, in one task: a busy machine that runs the
+    /// loop late (a busy cooperative pool, a starved thread) delays both alike, and an answer that came while the loop
+    /// was late is read before the timer's turn (the loop handles its sockets before its due tasks).
+    static func ask(_ connection: PostgresConnection, within patience: Duration, logger: Logger) -> EventLoopFuture<Void> {
+        let loop = connection.eventLoop
+        return loop.flatSubmit {
+            let answered = loop.makePromise(of: Void.self)
+            connection.query("SELECT 1", logger: logger).map { _ in }.cascade(to: answered)
+            let timer = loop.scheduleTask(in: TimeAmount(patience)) { answered.fail(DeadlinePassed(limit: patience)) }
+            answered.futureResult.whenComplete { _ in timer.cancel() }
+            return answered.futureResult
         }
     }
 

@@ -2,6 +2,7 @@ import HeraldCore
 import HeraldStorage
 import HeraldTestSupport
 import Logging
+import NIOPosix
 import PostgresNIO
 import Synchronization
 import Testing
@@ -182,6 +183,28 @@ struct ChangeFeedTests {
             #expect(slept.count == 1, "the listener \(cut) was cut meanwhile")
             #expect(storage.reachability.problem == nil)
         }
+    }
+
+    @Test("the listener's probe is timed from when its event loop sends it: a loop running late is no outage")
+    func lateLoopIsNotDown() async throws {
+        let url = try await freshDatabase()
+        // A loop of its own: the stall below holds up nothing else.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let connection = try await PostgresConnection.connect(on: loop, configuration: try url.connectionConfiguration(), id: 9, logger: quiet)
+            .get()
+        // The loop is held for twice the patience before it can send the probe (a starved thread, a busy handler).
+        let held = loop.submit { usleep(2_000_000) }
+        let asked = ChangeFeed.ask(connection, within: .seconds(1), logger: quiet)
+        _ = try await held.get()
+        await #expect(throws: Never.self) { try await asked.get() }
+        // A server that does not answer is still found out.
+        // (Sent by the loop before the probe: the loop runs what it is given in order.)
+        let slept = loop.flatSubmit { connection.query("SELECT pg_sleep(2)", logger: quiet) }
+        await #expect(throws: DeadlinePassed.self) { try await ChangeFeed.ask(connection, within: .milliseconds(500), logger: quiet).get() }
+        #expect(try await slept.get().rows.count == 1)
+        try await connection.close()
+        try await group.shutdownGracefully()
     }
 
     /// Terminates the listener connection of the one storage that listens on `url`'s database and waits until its
