@@ -267,7 +267,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/Support",
-            exclude: ["moto_server.py", "otlp_receiver.py", "postgres_server.py", "webhook_receiver.py"],
+            exclude: ["moto_server.py", "otlp_receiver.py", "postgres_server.py", "tus_upload.py", "webhook_receiver.py"],
             swiftSettings: swiftSettings
         ),
 

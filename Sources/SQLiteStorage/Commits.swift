@@ -6,7 +6,8 @@ import Synchronization
 
 /// Announces what each committed transaction of the writer changed, whatever wrote it: the jobs whose `version` it
 /// moved (``JobChanges/publish(_:)``) and whether it queued webhook deliveries; and counts the commits as
-/// `herald_database_commits_total` (each is durable when it returns: the writer runs with `synchronous = FULL`).
+/// `herald_database_commits_total` (each is durable when it returns: the writer runs with `synchronous = FULL`; only an
+/// upload's hold, a lease, is not waited to disk: `SQLiteUploadRepository`).
 ///
 /// A transaction observer on the one writer, so no write path can forget to announce (a job's `version` is its change
 /// counter: every committed change of a job moves it). SQLite's update hook names the rows; GRDB drops those of a

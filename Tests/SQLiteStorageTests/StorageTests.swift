@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HeraldCore
 import HeraldStorage
 import Logging
 import Synchronization
@@ -133,6 +134,36 @@ struct StorageTests {
             #expect(await storage.isReachable())
             try storage.close()
             #expect(await storage.isReachable() == false)
+        }
+    }
+
+    @Test("an upload's hold, renewal and release are leases, not waited to disk: the writer is durable again after each, also one that fails")
+    func holdsLeaveTheWriterDurable() async throws {
+        try await withTemporaryDirectory { directory in
+            let storage = try SQLiteStorage.open(directory: directory, logger: LogRecorder().logger)
+            defer { try? storage.close() }
+            func writerSynchronous() async throws -> Int? { try await storage.pool.write { db in try Pragmas(db).synchronous } }
+            let id = MediaID.generate(at: .now())
+            let upload = Upload(
+                id: id, contentType: .jpeg, description: nil, length: 300, bytesPath: "staging/\(id).upload", createdAt: .now(),
+                expiresAt: Timestamp.now().adding(milliseconds: 60_000))
+            try await storage.uploads.insert(upload, tenant: .default)
+            let until = Timestamp.now().adding(milliseconds: 10_000)
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "a:1", now: .now(), until: until) == .held(upload))
+            #expect(try await writerSynchronous() == 2)  // FULL
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "b:1", now: .now(), until: until) == .busy)
+            #expect(try await storage.uploads.renew(id: id, holder: "a:1", until: until.adding(milliseconds: 1_000)))
+            #expect(try await writerSynchronous() == 2)
+            try await storage.uploads.release(id: id, holder: "a:1")
+            #expect(try await writerSynchronous() == 2)
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "b:1", now: .now(), until: until) == .held(upload))
+            // A hold whose statement fails rolls back and still puts FULL back.
+            try await storage.pool.write { db in try db.execute(sql: "ALTER TABLE resumable_uploads RENAME TO gone") }
+            await #expect(throws: DatabaseError.self) {
+                try await storage.uploads.hold(id: id, tenant: .default, holder: "c:1", now: .now(), until: until)
+            }
+            #expect(try await writerSynchronous() == 2)
+            #expect(try await storage.pool.writeWithoutTransaction { db in db.isInsideTransaction } == false)
         }
     }
 
