@@ -48,6 +48,11 @@ public enum TusHeaders {
         return pairs
     }
 
+    /// `Upload-Metadata` of `pairs`, in their order: what ``metadata(_:)`` reads back as them (keys as it takes them).
+    public static func metadataText(_ pairs: [(key: String, value: String)]) -> String {
+        pairs.map { $0.value.isEmpty ? $0.key : "\($0.key) \(Data($0.value.utf8).base64EncodedString())" }.joined(separator: ",")
+    }
+
     /// A checksum algorithm of the `checksum` extension.
     public enum ChecksumAlgorithm: String, Sendable, CaseIterable {
         case sha1, sha256

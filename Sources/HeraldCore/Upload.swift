@@ -6,6 +6,8 @@ public struct Upload: Sendable, Equatable {
     public var contentType: MediaType
     /// The alt text (`Upload-Metadata`'s `description`), if any.
     public var description: String?
+    /// `Upload-Metadata` as the client sent it at creation (tus: a `HEAD` answers it); nil when it sent none.
+    public var metadata: String?
     /// The whole upload's size (`Upload-Length`); never 0.
     public var length: Int64
     /// How many bytes are durably received (`Upload-Offset`).
@@ -24,11 +26,12 @@ public struct Upload: Sendable, Equatable {
     /// Creates an upload.
     public init(
         id: MediaID, contentType: MediaType, description: String?, length: Int64, offset: Int64 = 0, bytesPath: String,
-        multipartID: String? = nil, createdAt: Timestamp, expiresAt: Timestamp
+        multipartID: String? = nil, metadata: String? = nil, createdAt: Timestamp, expiresAt: Timestamp
     ) {
         self.id = id
         self.contentType = contentType
         self.description = description
+        self.metadata = metadata
         self.length = length
         self.offset = offset
         self.bytesPath = bytesPath

@@ -76,7 +76,16 @@ public struct Router: Sendable {
     /// Asked about every request before it is routed (authentication) and once its route is known (authorization).
     public var gate: (any Gate)?
 
+    /// Fields added to the answers the router gives itself (the gate's refusals, 404, 405, 413) to a path at or under a
+    /// prefix: a protocol spoken there that wants them on every answer (tus's `Tus-Resumable`). Handlers set their own.
+    private var answerFields: [(prefix: String, fields: HTTPFields)] = []
+
     public init() {}
+
+    /// Adds `fields` to every answer the router gives itself to `prefix` or a path under it (`prefix/...`).
+    public mutating func addFields(_ fields: HTTPFields, toAnswersUnder prefix: String) {
+        answerFields.append((prefix, fields))
+    }
 
     /// Adds a route; a later one with the same method and template replaces the earlier.
     public mutating func on(
@@ -201,19 +210,30 @@ public struct Router: Sendable {
     /// the gate authorizes it, the declared length fits its limit. The daemon and ``respond(to:defaultBodyLimit:)``
     /// both go through it.
     public func dispatch(_ request: inout Request, declaredLength: Int?, defaultBodyLimit: Int) -> Dispatch {
-        if let refusal = gate?.admit(&request) { return .answer(refusal, route: "refused") }
+        if let refusal = gate?.admit(&request) { return answer(refusal, route: "refused", path: request.path) }
         switch match(request.head.method, path: request.path) {
         case .found(let route, let parameters):
             request.parameters = parameters
-            if let refusal = gate?.authorize(request, route: route) { return .answer(refusal, route: route.template) }
+            if let refusal = gate?.authorize(request, route: route) { return answer(refusal, route: route.template, path: request.path) }
             let limit = route.maxBodySize ?? defaultBodyLimit
-            if let declaredLength, declaredLength > limit { return .answer(HTTPError.bodyTooLarge(limit: limit), route: route.template) }
+            if let declaredLength, declaredLength > limit {
+                return answer(HTTPError.bodyTooLarge(limit: limit), route: route.template, path: request.path)
+            }
             return .route(route, bodyLimit: limit)
         case .notFound:
-            return .answer(HTTPError.notFound(path: request.path), route: "unmatched")
+            return answer(HTTPError.notFound(path: request.path), route: "unmatched", path: request.path)
         case .methodNotAllowed(let allow):
-            return .answer(HTTPError.methodNotAllowed(allow: allow), route: "unmatched")
+            return answer(HTTPError.methodNotAllowed(allow: allow), route: "unmatched", path: request.path)
         }
+    }
+
+    /// `error` as the router's answer to `path`, with the fields added to answers there.
+    private func answer(_ error: HTTPError, route: String, path: Substring) -> Dispatch {
+        var error = error
+        for (prefix, fields) in answerFields where path == prefix || (path.hasPrefix(prefix) && path.dropFirst(prefix.count).first == "/") {
+            for field in fields { error.headerFields[field.name] = field.value }
+        }
+        return .answer(error, route: route)
     }
 
     /// Runs a route's handler, turning thrown errors into problem responses.

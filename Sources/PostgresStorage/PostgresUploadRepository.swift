@@ -11,10 +11,11 @@ struct PostgresUploadRepository: UploadRepository {
         try await storage.autocommit { transaction in
             _ = try await transaction.run(
                 """
-                INSERT INTO resumable_uploads (id, tenant, content_type, description, length, received, bytes_path, multipart_id, created_at,
-                                               expires_at)
+                INSERT INTO resumable_uploads (id, tenant, content_type, description, length, received, bytes_path, multipart_id, metadata,
+                                               created_at, expires_at)
                 VALUES (\(upload.id), \(tenant.rawValue), \(upload.contentType.rawValue), \(upload.description), \(upload.length),
-                        \(upload.offset), \(upload.bytesPath), \(upload.multipartID), \(upload.createdAt), \(upload.expiresAt))
+                        \(upload.offset), \(upload.bytesPath), \(upload.multipartID), \(upload.metadata), \(upload.createdAt),
+                        \(upload.expiresAt))
                 """)
         }
     }
@@ -94,14 +95,14 @@ struct PostgresUploadRepository: UploadRepository {
         Set(try await storage.run("SELECT bytes_path FROM resumable_uploads").map { try $0.decode(String.self) })
     }
 
-    private static let columns = "id, content_type, description, length, received, bytes_path, multipart_id, created_at, expires_at"
+    private static let columns = "id, content_type, description, length, received, bytes_path, multipart_id, metadata, created_at, expires_at"
 
     private static func upload(_ row: Columns) throws -> Upload {
         let id: MediaID = try row("id")
         guard let type = MediaType(rawValue: try row("content_type")) else { throw UnreadableRow(table: "resumable_uploads", id: id.rawValue) }
         return Upload(
             id: id, contentType: type, description: try row("description"), length: try row("length"), offset: try row("received"),
-            bytesPath: try row("bytes_path"), multipartID: try row("multipart_id"), createdAt: try row("created_at"),
-            expiresAt: try row("expires_at"))
+            bytesPath: try row("bytes_path"), multipartID: try row("multipart_id"), metadata: try row("metadata"),
+            createdAt: try row("created_at"), expiresAt: try row("expires_at"))
     }
 }

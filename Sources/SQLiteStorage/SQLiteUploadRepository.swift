@@ -12,9 +12,9 @@ struct SQLiteUploadRepository: UploadRepository {
             try db.execute(
                 literal: """
                     INSERT INTO resumable_uploads (id, tenant, content_type, description, length, received, bytes_path, multipart_id,
-                                                   created_at, expires_at)
+                                                   metadata, created_at, expires_at)
                     VALUES (\(upload.id), \(tenant.rawValue), \(upload.contentType.rawValue), \(upload.description), \(upload.length),
-                            \(upload.offset), \(upload.bytesPath), \(upload.multipartID), \(upload.createdAt.rfc3339),
+                            \(upload.offset), \(upload.bytesPath), \(upload.multipartID), \(upload.metadata), \(upload.createdAt.rfc3339),
                             \(upload.expiresAt.rfc3339))
                     """
             )
@@ -138,6 +138,7 @@ struct SQLiteUploadRepository: UploadRepository {
         else { return nil }
         return Upload(
             id: row["id"], contentType: type, description: row["description"], length: row["length"], offset: row["received"],
-            bytesPath: row["bytes_path"], multipartID: row["multipart_id"], createdAt: createdAt, expiresAt: expiresAt)
+            bytesPath: row["bytes_path"], multipartID: row["multipart_id"], metadata: row["metadata"], createdAt: createdAt,
+            expiresAt: expiresAt)
     }
 }

@@ -168,12 +168,24 @@ struct ResumableUploadTests {
             expectProblem(try await create([("Upload-Length", "-1"), ("Upload-Metadata", jpegType)]), 400, "a negative length")
             expectProblem(try await create([("Upload-Length", "0"), ("Upload-Metadata", jpegType)]), 400, "an empty upload")
             expectProblem(try await create([("Upload-Length", "10"), ("Upload-Metadata", jpegType)], version: "0.2.2"), 412, "another version")
-            let noKey = try await create([("Upload-Length", "10"), ("Upload-Metadata", jpegType)], key: nil)
-            #expect(noKey.status == .unauthorized)
+            // What the router answers itself is tus's answer too: the gate's refusals, an unknown path, a method not there.
+            expectProblem(try await create([("Upload-Length", "10"), ("Upload-Metadata", jpegType)], key: nil), 401, "no key")
+            let reader = try await makeKey(base, admin: key, name: "reader", scope: "read")
+            expectProblem(try await create([("Upload-Length", "10"), ("Upload-Metadata", jpegType)], key: reader.secret), 403, "a read key")
+            expectProblem(try await tus(.GET, "\(uploads)/x", key: key), 405, "GET of an upload")
+            expectProblem(try await tus(.HEAD, "\(uploads)/x/y", key: key), 404, "a path under /v1/uploads that is none")
+            // Not elsewhere: another resource's refusal is not tus's.
+            let media = try await call(.GET, "\(base)/v1/media/x", key: nil)
+            #expect(media.status == .unauthorized && media.headers["Tus-Resumable"].isEmpty)
+            let lookalike = try await call(.GET, "\(base)/v1/uploadsx", key: key)
+            #expect(lookalike.status == .notFound && lookalike.headers["Tus-Resumable"].isEmpty)
 
             let bytes = jpeg(count: 4000)
             let url = try await createUpload(base, key: key, length: bytes.count)
             let id = String(try #require(url.split(separator: "/").last))
+            // HEAD answers the metadata as it was sent (tus's creation extension), keys Herald does not use included.
+            let sent = "filetype \(Data("image/jpeg".utf8).base64EncodedString()),filename \(Data("clip.jpg".utf8).base64EncodedString())"
+            #expect(try await tus(.HEAD, url, key: key).headers["Upload-Metadata"] == [sent])
             let first = Array(bytes.prefix(1000))
             let wrongSum = "sha1 \(Data(Insecure.SHA1.hash(data: [1, 2, 3])).base64EncodedString())"
             let mismatch = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0"), ("Upload-Checksum", wrongSum)], body: first)
@@ -235,11 +247,23 @@ struct ResumableUploadTests {
             let id = String(try #require(url.split(separator: "/").last))
             #expect(try await uploadOffset(url, key: key) == 1000)
             #expect(stagedFiles(application) == ["\(id).upload"])
+            let sent = "filetype \(Data("image/jpeg".utf8).base64EncodedString())"
+            #expect(try await tus(.HEAD, url, key: key).headers["Upload-Metadata"] == [sent])
 
             #expect(await sweeper.sweep(now: .now()).uploads == 0)
             #expect(await sweeper.sweep(now: Timestamp.now().adding(milliseconds: 61_000)).uploads == 1)
             #expect(try await uploadOffset(url, key: key) == nil)
             #expect(stagedFiles(application).isEmpty)
+
+            // Complete, it is media: HEAD answers what the media kept of the metadata (its type and alt text).
+            let metadata = "filename \(Data("a.jpg".utf8).base64EncodedString()),\(sent),description \(Data("a cat".utf8).base64EncodedString())"
+            let described = try await call(
+                .POST, "\(base)/v1/uploads", key: key, contentType: "application/offset+octet-stream",
+                headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "\(bytes.count)"), ("Upload-Metadata", metadata)], body: bytes)
+            #expect(described.status == .created && described.headers["Upload-Offset"] == ["\(bytes.count)"], "\(described.body)")
+            let complete = try await tus(.HEAD, base + (try #require(described.headers["Location"].first)), key: key)
+            #expect(complete.headers["Upload-Metadata"] == ["\(sent),description \(Data("a cat".utf8).base64EncodedString())"])
+            #expect(complete.headers["Upload-Offset"] == ["\(bytes.count)"])
         }
     }
 

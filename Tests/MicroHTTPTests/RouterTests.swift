@@ -61,6 +61,47 @@ struct RouterTests {
         #expect(other.headerFields[.allow] == "DELETE, GET, HEAD")
     }
 
+    /// Refuses the requests whose path ends in `/refused`, as a gate refuses a request without a key.
+    final class Refusing: MicroHTTP.Gate {
+        func admit(_ request: inout Request) -> HTTPError? {
+            request.path.hasSuffix("/refused") ? HTTPError(.unauthorized, detail: "no key") : nil
+        }
+        func authorize(_ request: Request, route: Router.Route) -> HTTPError? { nil }
+    }
+
+    /// Fields added under a prefix go on the router's own answers there (the gate's refusal, a 404, a 405, a 413), not
+    /// on a handler's (it sets its own), nor on a path that only begins with the same letters.
+    @Test func fieldsAddedUnderAPrefixGoOnTheRoutersOwnAnswersThere() async {
+        var router = Router()
+        router.gate = Refusing()
+        router.post("/v1/uploads", maxBodySize: 10) { _ in .text("created") }
+        router.get("/v1/uploads/{id}") { _ in .text("found") }
+        router.addFields([HTTPField.Name("Tus-Resumable")!: "1.0.0"], toAnswersUnder: "/v1/uploads")
+        func answer(_ method: HTTPRequest.Method, _ path: String, body: RequestBody = .empty) async -> Response {
+            await router.respond(to: Request(head: HTTPRequest(method: method, scheme: nil, authority: nil, path: path), body: body))
+        }
+        let marked: [(Response, HTTPResponse.Status)] = [
+            (await answer(.get, "/v1/uploads/refused"), .unauthorized),
+            (await answer(.get, "/v1/uploads/a/b"), .notFound),
+            (await answer(.delete, "/v1/uploads/a"), .methodNotAllowed),
+            (await answer(.post, "/v1/uploads", body: RequestBody(bytes: Array(repeating: 0, count: 11))), .contentTooLarge),
+        ]
+        for (response, status) in marked {
+            #expect(response.status == status)
+            #expect(response.headerFields[HTTPField.Name("Tus-Resumable")!] == "1.0.0", "\(status)")
+        }
+        let unmarked: [(Response, HTTPResponse.Status)] = [
+            (await answer(.get, "/v1/uploads/a"), .ok),
+            (await answer(.get, "/v1/uploadsx/refused"), .unauthorized),
+            (await answer(.get, "/v1/uploadsx"), .notFound),
+            (await answer(.get, "/v1/refused"), .unauthorized),
+        ]
+        for (response, status) in unmarked {
+            #expect(response.status == status)
+            #expect(response.headerFields[HTTPField.Name("Tus-Resumable")!] == nil, "\(status)")
+        }
+    }
+
     @Test func parametersAreEqualWhateverTheOrderTheyWereSetIn() {
         var set = Parameters()
         set["kind"] = "jobs"

@@ -665,8 +665,8 @@ struct ConformanceTests {
         try await backend.withStorage { storage in
             let id = MediaID.generate(at: At.at(0))
             let upload = Upload(
-                id: id, contentType: .jpeg, description: "alt", length: 300, bytesPath: "staging/\(id).upload", createdAt: At.at(0),
-                expiresAt: At.at(60))
+                id: id, contentType: .jpeg, description: "alt", length: 300, bytesPath: "staging/\(id).upload",
+                metadata: "filetype aW1hZ2UvanBlZw==,filename YS5qcGc=", createdAt: At.at(0), expiresAt: At.at(60))
             try await storage.uploads.insert(upload, tenant: .default)
             #expect(try await storage.uploads.find(id: id, tenant: .default, now: At.at(1)) == upload)
             #expect(try await storage.uploads.find(id: id, tenant: Tenant(rawValue: "other")!, now: At.at(1)) == nil)

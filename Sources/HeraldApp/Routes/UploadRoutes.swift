@@ -6,7 +6,8 @@ import MicroHTTP
 /// `/v1/uploads`: the tus 1.0.0 resumable upload protocol (core, `creation`, `creation-with-upload`, `termination`,
 /// `checksum`, `expiration`), so that tus clients upload large media in pieces and resume after a dropped connection.
 ///
-/// Every answer, problems included, carries `Tus-Resumable`.
+/// Every answer, problems included, carries `Tus-Resumable`: the handlers' through ``tus(_:route:_:)``, the router's own
+/// (the gate's refusals, 404, 405, 413) through ``Router/addFields(_:toAnswersUnder:)``.
 struct UploadRoutes {
     let service: UploadService
 
@@ -15,6 +16,8 @@ struct UploadRoutes {
 
     func register(in router: inout Router) {
         let maxBytes = service.maxMediaBytes
+        // What the router answers itself there (the gate's 401, 403 and 429, a 404, 405 or 413) is tus's answer too.
+        router.addFields([.tusResumable: TusHeaders.version], toAnswersUnder: "/v1/uploads")
         // Needs no key (the gate lets it through): a client asks what the server speaks before it has one to send.
         router.on(.options, "/v1/uploads", requires: Scope.read.rawValue) { request in
             await Self.tus(request, route: "/v1/uploads") {
@@ -34,6 +37,8 @@ struct UploadRoutes {
                 let upload = try await service.find(try request.parameters.require("id"), tenant: caller.tenant)
                 var fields: HTTPFields = [.uploadOffset: "\(upload.offset)", .uploadLength: "\(upload.length)", .cacheControl: "no-store"]
                 if !upload.isComplete { fields[.uploadExpires] = upload.expiresAt.httpDate }
+                // tus's creation extension: the metadata as the client sent it.
+                if let metadata = upload.metadata, !metadata.isEmpty { fields[.uploadMetadata] = metadata }
                 return Response(status: .ok, headerFields: fields)
             }
         }
@@ -80,7 +85,8 @@ struct UploadRoutes {
         if hasBody { try Self.requireOffsetStream(request) }
         let checksum = hasBody ? try Self.checksum(request) : nil
 
-        var upload = try await service.create(.init(length: length, type: type, description: description), tenant: tenant)
+        let creation = UploadService.Creation(length: length, type: type, description: description, metadata: fields[.uploadMetadata])
+        var upload = try await service.create(creation, tenant: tenant)
         var response = Response(status: .created, headerFields: [.location: "/v1/uploads/\(upload.id)"])
         if hasBody {
             do {

@@ -34,6 +34,8 @@ struct UploadService {
         var length: Int64
         var type: MediaType
         var description: String?
+        /// `Upload-Metadata` as sent, if it was.
+        var metadata: String?
     }
 
     /// Records a new upload of `tenant`.
@@ -42,7 +44,8 @@ struct UploadService {
         let now = Timestamp.now()
         var upload = Upload(
             id: id, contentType: creation.type, description: creation.description, length: creation.length,
-            bytesPath: "\(StagingArea.folder)/\(id).upload", createdAt: now, expiresAt: now.adding(milliseconds: Int64(ttl) * 1000))
+            bytesPath: "\(StagingArea.folder)/\(id).upload", metadata: creation.metadata, createdAt: now,
+            expiresAt: now.adding(milliseconds: Int64(ttl) * 1000))
         if let parts = staging.multipartStore {
             // An object store: the bytes become one multipart upload, whichever replica takes each PATCH.
             upload.multipartID = try await Self.storeCall { try await parts.beginParts(key: upload.stagingPath, contentType: creation.type.rawValue) }
@@ -64,7 +67,8 @@ struct UploadService {
         return upload
     }
 
-    /// The upload `id` of `tenant`; an upload that became media answers as a complete one.
+    /// The upload `id` of `tenant`; an upload that became media answers as a complete one, its metadata what the media
+    /// kept of it (`filetype`, `description`).
     func find(_ id: String, tenant: Tenant) async throws -> Upload {
         guard let uploadID = MediaID(validating: id) else { throw ServiceError.notFound(kind: "upload", id: id) }
         if let upload = try await uploads.find(id: uploadID, tenant: tenant, now: .now()) {
@@ -73,9 +77,11 @@ struct UploadService {
             return upload
         }
         guard let medium = try await media.find(id: uploadID, tenant: tenant) else { throw ServiceError.notFound(kind: "upload", id: id) }
+        let kept = [("filetype", medium.contentType.rawValue)] + (medium.description.map { [("description", $0)] } ?? [])
         return Upload(
             id: uploadID, contentType: medium.contentType, description: medium.description, length: medium.size, offset: medium.size,
-            bytesPath: "", createdAt: medium.createdAt, expiresAt: medium.createdAt.adding(milliseconds: Int64(ttl) * 1000))
+            bytesPath: "", metadata: TusHeaders.metadataText(kept), createdAt: medium.createdAt,
+            expiresAt: medium.createdAt.adding(milliseconds: Int64(ttl) * 1000))
     }
 
     /// Deletes the upload `id` of `tenant` and its bytes.
