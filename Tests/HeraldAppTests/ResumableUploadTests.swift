@@ -267,6 +267,27 @@ struct ResumableUploadTests {
         }
     }
 
+    /// The hash state of an upload kept between PATCHes is dropped once the upload is past its `Upload-Expires`, by
+    /// whichever upload's PATCH comes next (the sweep that expired it may be another replica's).
+    @Test func anExpiredUploadsHashStateIsDropped() {
+        let sessions = UploadSessions()
+        func at(_ milliseconds: Int64) -> Timestamp { Timestamp(millisecondsSinceEpoch: milliseconds) }
+        func upload(expiringAt milliseconds: Int64) -> Upload {
+            Upload(
+                id: MediaID.generate(), contentType: .jpeg, description: nil, length: 100, bytesPath: "staging/x.upload", createdAt: at(0),
+                expiresAt: at(milliseconds))
+        }
+        let early = upload(expiringAt: 60_000)
+        let late = upload(expiringAt: 120_000)
+        sessions.keep(SHA256(), of: early, at: 10, now: at(1_000))
+        sessions.keep(SHA256(), of: late, at: 20, now: at(2_000))
+        #expect(sessions.count == 2)
+        #expect(sessions.hashState(of: early.id, at: 10) != nil && sessions.hashState(of: early.id, at: 9) == nil)
+        sessions.keep(SHA256(), of: late, at: 30, now: at(60_000))
+        #expect(sessions.count == 1 && sessions.hashState(of: early.id, at: 10) == nil)
+        #expect(sessions.hashState(of: late.id, at: 30) != nil)
+    }
+
     /// SIGKILL of the server after part of an upload, then a restart: HEAD reports what was counted, and the rest
     /// completes with the whole file's SHA-256 (re-read once after the restart: the hash state was in memory).
     @Test func anUploadResumesAfterTheServerIsKilled() async throws {

@@ -206,7 +206,7 @@ struct UploadService {
         }
         if let failure, checksum != nil || intake.written == 0 {
             // Nothing of this body counts: the next append cuts the file back to the offset anyway.
-            sessions.keep(before, of: upload.id, at: upload.offset)
+            sessions.keep(before, of: upload, at: upload.offset)
             throw failure
         }
         var hashed = intake.hasher
@@ -232,7 +232,7 @@ struct UploadService {
             return try await uploads.advance(id: upload.id, holder: holder, from: upload.offset, to: reached)
         }.value
         guard saved else { throw ServiceError.notFound(kind: "upload", id: upload.id.rawValue) }
-        if let hashed { sessions.keep(hashed, of: upload.id, at: reached) } else { sessions.forget(upload.id) }
+        if let hashed { sessions.keep(hashed, of: upload, at: reached) } else { sessions.forget(upload.id) }
         if let failure { throw failure }
         var advanced = upload
         advanced.offset = reached
@@ -288,7 +288,7 @@ struct UploadService {
             failure = error
         }
         if let failure, checksum != nil || intake.written == 0 {
-            if let before { sessions.keep(before, of: upload.id, at: upload.offset) }
+            if let before { sessions.keep(before, of: upload, at: upload.offset) }
             throw failure
         }
         let reached = upload.offset + intake.written
@@ -315,7 +315,7 @@ struct UploadService {
         }
         // The object of the old offset is read by no one now.
         if upload.offset % partSize != 0, intake.written > 0 { try? await store.delete(key: upload.tailKey(at: upload.offset)) }
-        if let hasher = intake.hasher { sessions.keep(hasher, of: upload.id, at: reached) }
+        if let hasher = intake.hasher { sessions.keep(hasher, of: upload, at: reached) }
         if let failure { throw failure }
         var advanced = upload
         advanced.offset = reached
@@ -528,18 +528,32 @@ private enum BodyHasher {
 
 /// The SHA-256 state of each upload this process took bytes for, at the offset it reached, so that the next `PATCH`
 /// hashes on without re-reading the file. A `PATCH` asks for the state at the upload's offset: another replica's
-/// `PATCH` in between leaves a state at an older offset, which is not used.
+/// `PATCH` in between leaves a state at an older offset, which is not used. The state of an upload past its
+/// `Upload-Expires` (expired by any replica's sweep, or left by a client that never came back) is dropped by the next
+/// ``keep(_:of:at:)``.
 final class UploadSessions: Sendable {
-    private let states = Mutex<[MediaID: (hasher: SHA256, offset: Int64)]>([:])
+    private struct Session {
+        var hasher: SHA256
+        var offset: Int64
+        var expiresAt: Timestamp
+    }
+
+    private let states = Mutex<[MediaID: Session]>([:])
+
+    /// How many uploads' states are kept.
+    var count: Int { states.withLock { $0.count } }
 
     /// The state after the upload's first `offset` bytes, if this process has it.
     func hashState(of id: MediaID, at offset: Int64) -> SHA256? {
         states.withLock { states in states[id].flatMap { $0.offset == offset ? $0.hasher : nil } }
     }
 
-    /// Keeps `hasher` as the upload's state after its first `offset` bytes.
-    func keep(_ hasher: SHA256, of id: MediaID, at offset: Int64) {
-        states.withLock { $0[id] = (hasher, offset) }
+    /// Keeps `hasher` as the upload's state after its first `offset` bytes, and drops the expired uploads' states.
+    func keep(_ hasher: SHA256, of upload: Upload, at offset: Int64, now: Timestamp = .now()) {
+        states.withLock { states in
+            states = states.filter { $0.value.expiresAt > now }
+            states[upload.id] = Session(hasher: hasher, offset: offset, expiresAt: upload.expiresAt)
+        }
     }
 
     /// Drops the upload's state (deleted, or became media).
