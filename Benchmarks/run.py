@@ -1335,17 +1335,10 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
             "",
         ]
         for place, entry in ingested["places"].items():
-            lines += [f"### On the {place}: {entry['root']} ({entry['mount']})", ""]
+            lines += place_table(place, entry, "server", UPLOAD_COLUMNS)
             if entry["skipped"]:
-                lines += [f"Skipped: {entry['skipped']}.", ""]
                 continue
             runs = entry["runs"]
-            lines += ["| server | MB/s | server CPU s/GiB | seconds |", "|---|---|---|---|"]
-            for name, results in runs.items():
-                lines.append(
-                    f"| {name} | {cell([r['mbps'] for r in results])} | {cell([r['cpu_per_gib'] for r in results], 2)} | "
-                    f"{cell([r['seconds'] for r in results], 2)} |"
-                )
             rate = {name: statistics.median(r["mbps"] for r in results) for name, results in runs.items()}
             cpu = {name: statistics.median(r["cpu_per_gib"] for r in results) for name, results in runs.items()}
             lines += ["", f"- Herald / C MB/s: {verdict(rate[INGEST_HERALD] / rate[INGEST_C], 0.8)}"]
@@ -1439,6 +1432,21 @@ def report(args, poll, posts, parallel=None, cancels=None, rss=None, ingested=No
     return "\n".join(lines)
 
 
+UPLOAD_COLUMNS = [("MB/s", "mbps", 0), ("server CPU s/GiB", "cpu_per_gib", 2), ("seconds", "seconds", 2)]
+
+
+def place_table(place, entry, first, columns):
+    """An upload place's heading (parts 6 and 9), then its note if it was skipped, else its table: a row per contender,
+    each of `columns` (title, result key, decimals) as the median (min–max) of its rounds."""
+    lines = [f"### On the {place}: {entry['root']} ({entry['mount']})", ""]
+    if entry["skipped"]:
+        return lines + [f"Skipped: {entry['skipped']}.", ""]
+    lines += ["| " + " | ".join([first] + [title for title, _, _ in columns]) + " |", "|---" * (len(columns) + 1) + "|"]
+    for name, results in entry["runs"].items():
+        lines.append("| " + " | ".join([name] + [cell([r[key] for r in results], digits) for _, key, digits in columns]) + " |")
+    return lines
+
+
 def resumable_report(resumed):
     size = resumed["size"]
     amount = f"{size / 2**30:g} GiB" if size >= 1 << 30 else f"{size / 2**20:g} MiB"
@@ -1456,17 +1464,10 @@ def resumable_report(resumed):
         "",
     ]
     for place, entry in resumed["places"].items():
-        lines += [f"### On the {place}: {entry['root']} ({entry['mount']})", ""]
+        lines += place_table(place, entry, "upload", UPLOAD_COLUMNS + [("peak RSS growth MiB", "growth_mib", 1)])
         if entry["skipped"]:
-            lines += [f"Skipped: {entry['skipped']}.", ""]
             continue
         runs = entry["runs"]
-        lines += ["| upload | MB/s | server CPU s/GiB | seconds | peak RSS growth MiB |", "|---|---|---|---|---|"]
-        for name, results in runs.items():
-            lines.append(
-                f"| {name} | {cell([r['mbps'] for r in results])} | {cell([r['cpu_per_gib'] for r in results], 2)} | "
-                f"{cell([r['seconds'] for r in results], 2)} | {cell([r['growth_mib'] for r in results], 1)} |"
-            )
         rate = {name: statistics.median(r["mbps"] for r in results) for name, results in runs.items()}
         growth = max(r["growth_mib"] for r in runs[TUS_PATCH])
         lines += [

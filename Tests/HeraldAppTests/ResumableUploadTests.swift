@@ -114,8 +114,8 @@ struct ResumableUploadTests {
             let patch = stalledPatch(url, key: key, offset: 0, head: Array(bytes.prefix(sent)), length: bytes.count)
             // Nothing outside the process tells when the bytes are written: look until a batch of them is in the file (the
             // rest waits in memory for the next batch, or the body's end).
-            for _ in 0..<500 where fileSize(partial) < UploadService.batchSize { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(fileSize(partial) >= UploadService.batchSize && fileSize(partial) < sent)
+            for _ in 0..<500 where fileSize(partial) < StagingArea.batchSize { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(fileSize(partial) >= StagingArea.batchSize && fileSize(partial) < sent)
             #expect(try await uploadOffset(url, key: key) == 0, "not counted while the PATCH goes on")
             let busy = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0")], body: [1])
             #expect(busy.status.code == 423, "one PATCH at a time: \(busy.status) \(busy.body)")
@@ -307,7 +307,7 @@ struct ResumableUploadTests {
         // Not the upload's bytes: had they counted, the SHA-256 would be wrong.
         let stalled = stalledPatch(url, key: key, offset: 250_000, head: [UInt8](repeating: 0xEE, count: 300_000), length: 550_000)
         defer { stalled.cancel() }
-        let written = 250_000 + UploadService.batchSize
+        let written = 250_000 + StagingArea.batchSize
         for _ in 0..<500 where fileSize(partial) < written { try await Task.sleep(for: .milliseconds(20)) }
         #expect(fileSize(partial) >= written && fileSize(partial) < 550_000, "a batch of the stalled PATCH's bytes reached the file")
         kill(first.process.processIdentifier, SIGKILL)

@@ -102,8 +102,6 @@ struct UploadService {
     /// How long a `PATCH`'s hold lasts unless renewed, and how often a `PATCH` that is taking bytes renews it.
     static let holdTime: Int64 = 60_000
     static let renewAfter: Duration = .seconds(10)
-    /// How many bytes a `PATCH` gathers before it writes them to the file, as `POST /v1/media` does.
-    static let batchSize = 256 << 10
     /// How many bytes a `PATCH` writes before it asks the disk to start writing them.
     static let writebackStep: Int64 = 1 << 20
 
@@ -177,7 +175,7 @@ struct UploadService {
         // Bytes reach the file a batch at a time (fewer, larger writes); what a body ends with, also when it breaks off.
         // A write that fails (a full disk) ends the body: only what was written before it counts.
         var batch: [UInt8] = []
-        batch.reserveCapacity(Self.batchSize)
+        batch.reserveCapacity(StagingArea.batchSize)
         var flushed: Int64 = 0
         var writeFailed = false
         var failure: (any Error)?
@@ -185,7 +183,7 @@ struct UploadService {
             for try await chunk in body {
                 try await intake.take(chunk)
                 batch.append(contentsOf: chunk)
-                guard batch.count >= Self.batchSize else { continue }
+                guard batch.count >= StagingArea.batchSize else { continue }
                 do {
                     try Self.io { () throws(WritableFile.Failure) in try file.write(batch) }
                 } catch {
@@ -538,27 +536,37 @@ final class UploadSessions: Sendable {
         var expiresAt: Timestamp
     }
 
-    private let states = Mutex<[MediaID: Session]>([:])
+    private struct State {
+        var sessions: [MediaID: Session] = [:]
+        /// No session expires before it: a `keep` looks through them only once it has passed.
+        var earliestExpiry: Timestamp?
+    }
+
+    private let state = Mutex(State())
 
     /// How many uploads' states are kept.
-    var count: Int { states.withLock { $0.count } }
+    var count: Int { state.withLock { $0.sessions.count } }
 
     /// The state after the upload's first `offset` bytes, if this process has it.
     func hashState(of id: MediaID, at offset: Int64) -> SHA256? {
-        states.withLock { states in states[id].flatMap { $0.offset == offset ? $0.hasher : nil } }
+        state.withLock { state in state.sessions[id].flatMap { $0.offset == offset ? $0.hasher : nil } }
     }
 
     /// Keeps `hasher` as the upload's state after its first `offset` bytes, and drops the expired uploads' states.
     func keep(_ hasher: SHA256, of upload: Upload, at offset: Int64, now: Timestamp = .now()) {
-        states.withLock { states in
-            states = states.filter { $0.value.expiresAt > now }
-            states[upload.id] = Session(hasher: hasher, offset: offset, expiresAt: upload.expiresAt)
+        state.withLock { state in
+            if let earliest = state.earliestExpiry, earliest <= now {
+                state.sessions = state.sessions.filter { $0.value.expiresAt > now }
+                state.earliestExpiry = state.sessions.values.map(\.expiresAt).min()
+            }
+            state.sessions[upload.id] = Session(hasher: hasher, offset: offset, expiresAt: upload.expiresAt)
+            state.earliestExpiry = min(state.earliestExpiry ?? upload.expiresAt, upload.expiresAt)
         }
     }
 
     /// Drops the upload's state (deleted, or became media).
     func forget(_ id: MediaID) {
-        states.withLock { $0[id] = nil }
+        state.withLock { _ = $0.sessions.removeValue(forKey: id) }
     }
 }
 

@@ -146,7 +146,8 @@ struct StagingArea: Sendable {
         }
     }
 
-    private static let batchSize = 256 << 10
+    /// How many bytes a staged body gathers before each write to its file (fewer, larger writes); a `PATCH` too.
+    static let batchSize = 256 << 10
 
     private static func makeDirectory(_ path: String) throws(WritableFile.Failure) {
         guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw WritableFile.Failure(operation: "mkdir \(path)", code: errno) }
