@@ -97,7 +97,7 @@ let package = Package(
         /// committed changes, the uploads' live progress. No SQL.
         .target(
             name: "HeraldStorage",
-            dependencies: ["Locking", "Platform", "HeraldCore"],
+            dependencies: ["Locking", "Platform", "HeraldCore", .product(name: "NIOPosix", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         /// The SQLite backend through GRDB, the embedded default: the pool, the migrations in `Migrations/`, the

@@ -206,6 +206,10 @@ public protocol UploadRepository: Sendable {
     /// held until it becomes media); false when the offset no longer was `from`, the hold is not `holder`'s (fencing: a
     /// replica that lost the hold changes nothing), or the upload is gone.
     func advance(id: MediaID, holder: String, from: Int64, to: Int64) async throws -> Bool
+    /// ``advance(id:holder:from:to:)`` once `synchronize`, a blocking call that makes the bytes up to `to` durable (their
+    /// `fsync`), has returned; both run to the end even if the calling task is cancelled (a dropped connection's bytes
+    /// still count). A backend may run the two together, with nothing between them.
+    func advance(id: MediaID, holder: String, from: Int64, to: Int64, after synchronize: @escaping BlockingStep) async throws -> Bool
     /// Makes the complete upload the staged media `media`, its bytes at `stagingPath`: the upload's row goes and the
     /// media's comes, in one transaction. False when the upload is gone (or not complete).
     func complete(id: MediaID, tenant: Tenant, as media: Media, stagingPath: String) async throws -> Bool
@@ -215,6 +219,16 @@ public protocol UploadRepository: Sendable {
     func expire(now: Timestamp) async throws -> [Upload]
     /// The paths of every upload's bytes, which the staging sweep keeps.
     func liveBytesPaths() async throws -> Set<String>
+}
+
+extension UploadRepository {
+    /// The `fsync` on NIO's blocking-I/O pool, then the offset's move, apart from the calling task.
+    public func advance(id: MediaID, holder: String, from: Int64, to: Int64, after synchronize: @escaping BlockingStep) async throws -> Bool {
+        try await Task.detached {
+            try await BlockingWork.run(synchronize)
+            return try await advance(id: id, holder: holder, from: from, to: to)
+        }.value
+    }
 }
 
 /// API keys, kept as the SHA-256 of their text.

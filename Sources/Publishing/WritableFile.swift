@@ -69,9 +69,12 @@ public final class WritableFile: @unchecked Sendable {
 
     /// `fsync` on NIO's blocking-I/O pool: it can take milliseconds, too long for the cooperative pool.
     public func synchronize() async throws {
-        let descriptor = self.descriptor
-        let result = try await NIOThreadPool.singleton.runIfActive { fsync(descriptor) == 0 ? 0 : errno }
-        guard result == 0 else { throw Failure(operation: "fsync \(path)", code: result) }
+        try await NIOThreadPool.singleton.runIfActive { () throws -> Void in try self.synchronizeHere() }
+    }
+
+    /// `fsync` in the calling thread, which must not be one of the cooperative pool's.
+    public func synchronizeHere() throws(Failure) {
+        guard fsync(descriptor) == 0 else { throw Failure(operation: "fsync \(path)", code: errno) }
     }
 
     public func close() throws(Failure) {

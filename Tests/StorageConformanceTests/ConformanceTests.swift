@@ -735,6 +735,45 @@ struct ConformanceTests {
         }
     }
 
+    @Test(
+        "an offset moved after the bytes' sync: not when the sync fails, and to the end when the caller is cancelled",
+        arguments: Backend.allCases)
+    func advanceAfterSync(_ backend: Backend) async throws {
+        struct SyncFailed: Error {}
+        try await backend.withStorage { storage in
+            let id = MediaID.generate(at: At.at(0))
+            let upload = Upload(
+                id: id, contentType: .mp4, description: nil, length: 300, bytesPath: "staging/\(id).upload", createdAt: At.at(0),
+                expiresAt: At.at(60))
+            try await storage.uploads.insert(upload, tenant: .default)
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "a:1", now: At.at(1), until: At.at(11)) == .held(upload))
+            // The sync comes first: when it fails, its error comes out and the offset stays.
+            await #expect(throws: SyncFailed.self) {
+                try await storage.uploads.advance(id: id, holder: "a:1", from: 0, to: 100) { throw SyncFailed() }
+            }
+            #expect(try await storage.uploads.find(id: id, tenant: .default, now: At.at(2))?.offset == 0)
+            // A caller cancelled before it asks (a dropped connection) still gets both done: the bytes it has count.
+            let synced = Mutex(0)
+            let cancelled = Task {
+                // Returns (throwing) once the task is cancelled, below.
+                try? await Task.sleep(for: .seconds(600))
+                return try await storage.uploads.advance(id: id, holder: "a:1", from: 0, to: 100) { synced.withLock { $0 += 1 } }
+            }
+            cancelled.cancel()
+            #expect(try await cancelled.value)
+            #expect(synced.withLock { $0 } == 1)
+            #expect(try await storage.uploads.find(id: id, tenant: .default, now: At.at(2))?.offset == 100)
+            // Fenced like any move: not from another offset, not for another holder, and the sync then changes nothing.
+            #expect(try await !storage.uploads.advance(id: id, holder: "a:1", from: 0, to: 200) {})
+            var moved = upload
+            moved.offset = 100
+            #expect(try await storage.uploads.hold(id: id, tenant: .default, holder: "b:1", now: At.at(3), until: At.at(13)) == .held(moved))
+            #expect(try await !storage.uploads.advance(id: id, holder: "a:1", from: 100, to: 200) {})
+            #expect(try await storage.uploads.advance(id: id, holder: "b:1", from: 100, to: 300) {})
+            #expect(try await storage.uploads.find(id: id, tenant: .default, now: At.at(4))?.offset == 300)
+        }
+    }
+
     @Test("a job's end writes a delivery to each endpoint that takes its event; attempts are recorded", arguments: Backend.allCases)
     func webhookOutbox(_ backend: Backend) async throws {
         try await backend.withStorage { storage in

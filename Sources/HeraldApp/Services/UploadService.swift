@@ -224,11 +224,10 @@ struct UploadService {
         }
         let reached = upload.offset + flushed
         // The bytes are durable before the offset says so; after a dropped connection the task is cancelled, and what
-        // arrived is still kept: the save runs apart from it (awaited here, a few milliseconds).
-        let saved = try await Task.detached { [uploads] in
-            try await file.synchronize()
-            return try await uploads.advance(id: upload.id, holder: holder, from: upload.offset, to: reached)
-        }.value
+        // arrived is still kept: the save runs to its end whatever becomes of the task.
+        let saved = try await uploads.advance(id: upload.id, holder: holder, from: upload.offset, to: reached) {
+            try file.synchronizeHere()
+        }
         guard saved else { throw ServiceError.notFound(kind: "upload", id: upload.id.rawValue) }
         if let hashed { sessions.keep(hashed, of: upload, at: reached) } else { sessions.forget(upload.id) }
         if let failure { throw failure }
