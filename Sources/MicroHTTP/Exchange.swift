@@ -101,6 +101,8 @@ final class Exchange: BodySource, Sendable {
 
     /// Takes body bytes from libmicrohttpd. `false` tells it to close the connection (far past the body's limit).
     func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        // Copied before the lock is taken: the body's consumer, taking the lock meanwhile, does not wait for the copy.
+        let bytes = Array(bytes)
         let (waiter, chunk, verdict) = state.withLock { state -> (CheckedContinuation<[UInt8]?, any Error>?, [UInt8]?, Verdict) in
             state.received += bytes.count
             if state.received > bodyLimit {
@@ -122,7 +124,7 @@ final class Exchange: BodySource, Sendable {
                 return (waiter, nil, .overLimit)
             }
             if state.discarding { return (nil, nil, .dropped) }
-            let chunk = Array(bytes)
+            let chunk = bytes
             if let waiter = state.waiter {
                 state.waiter = nil
                 return (waiter, chunk, .delivered)
