@@ -1,3 +1,4 @@
+import AsyncAlgorithms
 import AsyncHTTPClient
 import Crypto
 import Foundation
@@ -290,6 +291,59 @@ struct ResumableUploadTests {
 
     /// SIGKILL of the server after part of an upload, then a restart: HEAD reports what was counted, and the rest
     /// completes with the whole file's SHA-256 (re-read once after the restart: the hash state was in memory).
+    /// A disk that fills in the middle of a PATCH (a 2 MiB tmpfs as the data directory, which root may mount, as in CI):
+    /// 507, the writes before the failed one counted, and the rest taken once there is room again. A body whose declared
+    /// length does not fit is refused before a byte of it is written.
+    @Test(.enabled(if: getuid() == 0, "mounts a tmpfs")) func aDiskThatFillsInAPatchIs507AndKeepsWhatWasWritten() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-full-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try #require(try runCommand(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", directory]) == 0)
+        defer { _ = try? runCommand(["umount", "-l", directory]) }
+        try await withHerald(configure: {
+            $0.dataDirectory = directory
+            $0.minFreeDisk = 0
+        }) { base, _, application in
+            let key = try #require(application.initialKey?.secret)
+            let bytes = jpeg(count: 1_200_000)
+            let url = try await createUpload(base, key: key, length: bytes.count)
+            let id = String(try #require(url.split(separator: "/").last))
+            // Room for two of a PATCH's writes (StagingArea.batchSize each), not three.
+            var stats = statvfs()
+            try #require(statvfs(directory, &stats) == 0)
+            let room = 2 * StagingArea.batchSize + StagingArea.batchSize / 2
+            let filler = directory + "/filler"
+            try Data(count: Int(stats.f_bavail) * Int(stats.f_frsize) - room).write(to: URL(fileURLWithPath: filler))
+
+            let declared = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "0")], body: bytes)
+            #expect(declared.status.code == 507, "\(declared.status) \(declared.body)")
+            #expect(declared.headers["Tus-Resumable"] == ["1.0.0"])
+            #expect(try await uploadOffset(url, key: key) == 0)
+            #expect(fileSize(directory + "/staging/\(id).upload") == 0, "nothing of a refused body is written")
+
+            // Not declared (chunked): the disk fills part way.
+            var request = HTTPClientRequest(url: url)
+            request.method = .PATCH
+            request.headers.add(name: "Authorization", value: "Bearer \(key)")
+            request.headers.add(name: "Tus-Resumable", value: "1.0.0")
+            request.headers.add(name: "Upload-Offset", value: "0")
+            request.headers.add(name: "Content-Type", value: "application/offset+octet-stream")
+            let chunks = stride(from: 0, to: bytes.count, by: 64 << 10).map { ByteBuffer(bytes: bytes[$0..<min($0 + (64 << 10), bytes.count)]) }
+            request.body = .stream(chunks.async, length: .unknown)
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            let answer = String(buffer: try await response.body.collect(upTo: 1 << 20))
+            #expect(response.status.code == 507, "\(answer)")
+            let offset = try #require(try await uploadOffset(url, key: key))
+            #expect(offset == 2 * StagingArea.batchSize, "the two writes that fitted count")
+
+            try FileManager.default.removeItem(atPath: filler)
+            let rest = try await tus(.PATCH, url, key: key, headers: [("Upload-Offset", "\(offset)")], body: Array(bytes[offset...]))
+            #expect(rest.status == .noContent, "\(rest.body)")
+            let media = try await send(.GET, "\(base)/v1/media/\(id)")
+            #expect(media.json["sha256"] as? String == sha256(bytes))
+        }
+    }
+
     @Test func anUploadResumesAfterTheServerIsKilled() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("herald-tus-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -218,8 +218,10 @@ struct UploadService {
             }
         }
         if writeFailed {
-            // What the failed batch held does not count (the next append cuts off what of it reached the file), and the
-            // hash, past it, is of no use.
+            // What the failed batch held does not count, and the hash, past it, is of no use. What of it reached the file
+            // is cut off now, not by the next append: on a full disk its blocks are the room the offset's commit needs
+            // (the database may share the disk).
+            try? file.truncate(to: upload.offset + flushed)
             hashed = nil
         }
         let reached = upload.offset + flushed
