@@ -36,15 +36,21 @@ func createUpload(_ base: String, key: String, length: Int, type: String = "imag
     return base + (try #require(created.headers["Location"].first))
 }
 
+/// A PATCH at `offset` with the key, its body to be set.
+func patchRequest(_ url: String, key: String, offset: Int) -> HTTPClientRequest {
+    var request = HTTPClientRequest(url: url)
+    request.method = .PATCH
+    request.headers.add(name: "Authorization", value: "Bearer \(key)")
+    request.headers.add(name: "Tus-Resumable", value: "1.0.0")
+    request.headers.add(name: "Upload-Offset", value: "\(offset)")
+    request.headers.add(name: "Content-Type", value: "application/offset+octet-stream")
+    return request
+}
+
 /// A PATCH whose body sends `head` of its declared `length`, then stalls until the task is cancelled.
 func stalledPatch(_ url: String, key: String, offset: Int, head: [UInt8], length: Int) -> Task<Void, Never> {
     Task {
-        var request = HTTPClientRequest(url: url)
-        request.method = .PATCH
-        request.headers.add(name: "Authorization", value: "Bearer \(key)")
-        request.headers.add(name: "Tus-Resumable", value: "1.0.0")
-        request.headers.add(name: "Upload-Offset", value: "\(offset)")
-        request.headers.add(name: "Content-Type", value: "application/offset+octet-stream")
+        var request = patchRequest(url, key: key, offset: offset)
         request.body = .stream(StalledBody(head: head), length: .known(Int64(length)))
         _ = try? await HTTPClient.shared.execute(request, timeout: .seconds(60))
     }
@@ -322,12 +328,7 @@ struct ResumableUploadTests {
             #expect(fileSize(directory + "/staging/\(id).upload") == 0, "nothing of a refused body is written")
 
             // Not declared (chunked): the disk fills part way.
-            var request = HTTPClientRequest(url: url)
-            request.method = .PATCH
-            request.headers.add(name: "Authorization", value: "Bearer \(key)")
-            request.headers.add(name: "Tus-Resumable", value: "1.0.0")
-            request.headers.add(name: "Upload-Offset", value: "0")
-            request.headers.add(name: "Content-Type", value: "application/offset+octet-stream")
+            var request = patchRequest(url, key: key, offset: 0)
             let chunks = stride(from: 0, to: bytes.count, by: 64 << 10).map { ByteBuffer(bytes: bytes[$0..<min($0 + (64 << 10), bytes.count)]) }
             request.body = .stream(chunks.async, length: .unknown)
             let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
