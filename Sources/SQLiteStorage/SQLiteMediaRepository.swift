@@ -26,7 +26,8 @@ struct SQLiteMediaRepository: MediaRepository {
     /// The medium with this id, if `tenant` owns it.
     func find(id: MediaID, tenant: Tenant) async throws -> Media? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM media WHERE id = ? AND tenant = ?", arguments: [id, tenant.rawValue], adapter: nil)
+            // Cached: compiling `SELECT *` anew each call (GRDB's authorizer visits each column) cost more than the read.
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM media WHERE id = ? AND tenant = ?"), arguments: [id, tenant.rawValue])
                 .flatMap(Self.media)
         }
     }
@@ -36,12 +37,13 @@ struct SQLiteMediaRepository: MediaRepository {
         try await pool.write { db in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT post_id, staging_path FROM media WHERE id = ? AND tenant = ?", arguments: [id, tenant.rawValue])
+                    db.cachedStatement(sql: "SELECT post_id, staging_path FROM media WHERE id = ? AND tenant = ?"),
+                    arguments: [id, tenant.rawValue])
             else {
                 return .notFound
             }
             if let postID: PostID = row["post_id"] { return .attached(postID: postID) }
-            try db.execute(sql: "DELETE FROM media WHERE id = ?", arguments: [id])
+            try db.cachedStatement(sql: "DELETE FROM media WHERE id = ?").execute(arguments: [id])
             return .deleted(stagingPath: row["staging_path"])
         }
     }

@@ -129,8 +129,9 @@ struct SQLiteUploadRepository: UploadRepository {
 
     func delete(id: MediaID, tenant: Tenant) async throws -> Upload? {
         try await pool.write { db in
-            try Row.fetchOne(db, sql: "DELETE FROM resumable_uploads WHERE id = ? AND tenant = ? RETURNING *", arguments: [id, tenant.rawValue])
-                .flatMap(Self.upload)
+            try Row.fetchOne(
+                db.cachedStatement(sql: "DELETE FROM resumable_uploads WHERE id = ? AND tenant = ? RETURNING *"), arguments: [id, tenant.rawValue]
+            ).flatMap(Self.upload)
         }
     }
 
