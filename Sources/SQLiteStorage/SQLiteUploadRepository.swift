@@ -5,9 +5,9 @@ import HeraldStorage
 /// Resumable uploads' rows: the offset moves by compare-and-set, and a complete upload becomes a media row in one
 /// transaction.
 ///
-/// A `PATCH` runs three of these transactions and a `HEAD` one read, so their statements are the connection's cached
-/// ones: compiled anew each time (GRDB's authorizer visits each column of `SELECT *`), they took a hold's transaction
-/// from about 100 µs to 200.
+/// A `PATCH` commits two of these transactions (its hold, its offset's move) and a `HEAD` runs one read, so their
+/// statements are the connection's cached ones: compiled anew each time (GRDB's authorizer visits each column of
+/// `SELECT *`), they took a hold's transaction from about 100 µs to 200.
 struct SQLiteUploadRepository: UploadRepository {
     let pool: DatabasePool
 
