@@ -48,6 +48,14 @@ public struct JSONWriter: ~Copyable {
         name.withUTF8 { plainKey($0) }
     }
 
+    /// A key as written, `"name":` (``JSONKeys``); its value comes next.
+    mutating func key(written: UnsafeBufferPointer<UInt8>) {
+        reserve(written.count + 1)
+        separate()
+        put(written)
+        needsComma = false
+    }
+
     /// A member's key that is not known at compile time (a log line's metadata), escaped as any string; its value comes next.
     ///
     /// Named apart from ``key(_:)``: given the same name, a literal key would pick this overload (`String` is the
@@ -61,19 +69,22 @@ public struct JSONWriter: ~Copyable {
 
     public mutating func string(_ value: String) {
         var value = value
-        value.withUTF8 { utf8 in
-            // Ids, states and timestamps need no escaping: one copy of the whole string.
-            let plain = Self.needsNoEscape(utf8)
-            reserve((plain ? 1 : 6) * utf8.count + 3)
-            separate()
-            put(UInt8(ascii: "\""))
-            if plain {
-                put(utf8)
-            } else {
-                for byte in utf8 { escape(byte) }
-            }
-            put(UInt8(ascii: "\""))
+        value.withUTF8 { string(utf8: $0) }
+    }
+
+    /// A string of UTF-8 bytes (a column read in place), escaped where needed.
+    public mutating func string(utf8: UnsafeBufferPointer<UInt8>) {
+        // Ids, states and timestamps need no escaping: one copy of the whole string.
+        let plain = Self.needsNoEscape(utf8)
+        reserve((plain ? 1 : 6) * utf8.count + 3)
+        separate()
+        put(UInt8(ascii: "\""))
+        if plain {
+            put(utf8)
+        } else {
+            for byte in utf8 { escape(byte) }
         }
+        put(UInt8(ascii: "\""))
         needsComma = true
     }
 
@@ -102,6 +113,16 @@ public struct JSONWriter: ~Copyable {
         needsComma = true
     }
 
+    /// A timestamp's text already in the fixed-width form (``TimestampText``), as a string.
+    mutating func timestamp(text: UnsafeBufferPointer<UInt8>) {
+        reserve(text.count + 3)
+        separate()
+        put(UInt8(ascii: "\""))
+        put(text)
+        put(UInt8(ascii: "\""))
+        needsComma = true
+    }
+
     public mutating func timestamp(_ value: Timestamp?) {
         if let value { timestamp(value) } else { null() }
     }
@@ -109,6 +130,12 @@ public struct JSONWriter: ~Copyable {
     public mutating func int(_ value: Int) {
         reserve(21)
         separate()
+        // Most of an answer's numbers (attempts, counts) are one digit.
+        if (0..<10).contains(value) {
+            put(UInt8(truncatingIfNeeded: value) &+ UInt8(ascii: "0"))
+            needsComma = true
+            return
+        }
         if value < 0 { put(UInt8(ascii: "-")) }
         // Digits from the right into a scratch tuple, then in order: at most 20 for a 64-bit magnitude.
         var magnitude = value.magnitude

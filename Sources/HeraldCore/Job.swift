@@ -94,6 +94,8 @@ public struct Job: Sendable, Equatable {
             case mediaID = "media_id"
             case state, attempts, error, size
             case bytesSent = "bytes_sent"
+
+            public static let keys: JSONKeys? = JSONKeys(Self.self)
         }
 
         // Decoded by these keys (`error` may be null).
@@ -120,6 +122,8 @@ public struct Job: Sendable, Equatable {
         public enum Member: String, JSONMember {
             case code, message
             case mediaID = "media_id"
+
+            public static let keys: JSONKeys? = JSONKeys(Self.self)
         }
 
         // Decoded by these keys.
@@ -153,12 +157,19 @@ public struct Job: Sendable, Equatable {
         }
 
         /// Counts `uploads` of a job in `state`.
-        public init(uploads: [Upload], state: JobState) {
-            let total = uploads.count
-            let uploaded = uploads.count(where: { $0.state == .uploaded })
-            let failed = uploads.count(where: { $0.state == .failed })
-            let bytesTotal = uploads.reduce(0) { $0 + $1.size }
-            let bytesUploaded = uploads.reduce(0) { $0 + ($1.state == .uploaded ? $1.size : min($1.bytesSent, $1.size)) }
+        public init<Uploads: Collection>(uploads: Uploads, state: JobState) where Uploads.Element: UploadValues {
+            var (total, uploaded, failed, bytesTotal, bytesUploaded) = (0, 0, 0, 0, 0)
+            // One pass, reading each upload's members in place (no copy of its strings).
+            var index = uploads.startIndex
+            while index != uploads.endIndex {
+                let (state, size, bytesSent) = (uploads[index].state, uploads[index].size, uploads[index].bytesSent)
+                total += 1
+                if state == .uploaded { uploaded += 1 }
+                if state == .failed { failed += 1 }
+                bytesTotal += size
+                bytesUploaded += state == .uploaded ? size : min(bytesSent, size)
+                uploads.formIndex(after: &index)
+            }
             // Rounded down and held below 100 until every medium is uploaded, so 100 never means "almost" (the last
             // bytes are taken before the store confirms them).
             let percent =
@@ -176,6 +187,8 @@ public struct Job: Sendable, Equatable {
             case total, uploaded, failed, percent
             case bytesTotal = "bytes_total"
             case bytesUploaded = "bytes_uploaded"
+
+            public static let keys: JSONKeys? = JSONKeys(Self.self)
         }
 
         // Decoded by these keys.
@@ -194,6 +207,8 @@ public struct Job: Sendable, Equatable {
         case startedAt = "started_at"
         case finishedAt = "finished_at"
         case runner
+
+        public static let keys: JSONKeys? = JSONKeys(Self.self)
     }
 }
 
@@ -225,43 +240,16 @@ extension Job: JSONWritable {
         return writer.bytes
     }
 
-    /// Every member, `null` for absent values: alone for the status poll, or within `{"post", "job"}` and list pages.
+    /// Every member (``JSONWriter/job(_:)``).
     public func write(to writer: inout JSONWriter) {
-        writer.object(Member.self) { member, writer in
-            switch member {
-            case .id: writer.string(id)
-            case .postID: writer.string(postID)
-            case .state: writer.string(state.rawValue)
-            case .done: writer.bool(done)
-            case .priority: writer.string(priority.rawValue)
-            case .attempt: writer.int(attempt)
-            case .runAt: writer.timestamp(runAt)
-            case .cancelRequested: writer.bool(cancelRequested)
-            case .progress: progress.write(to: &writer)
-            case .uploads: writer.array(uploads)
-            case .error: writer.value(error)
-            case .createdAt: writer.timestamp(createdAt)
-            case .startedAt: writer.timestamp(startedAt)
-            case .finishedAt: writer.timestamp(finishedAt)
-            case .runner: writer.string(runner)
-            }
-        }
+        writer.job(self)
     }
 }
 
 extension Job.Upload: JSONWritable {
-    /// Every member, `null` for no error.
+    /// Every member (``JSONWriter/upload(_:)``).
     public func write(to writer: inout JSONWriter) {
-        writer.object(Member.self) { member, writer in
-            switch member {
-            case .mediaID: writer.string(mediaID)
-            case .state: writer.string(state.rawValue)
-            case .attempts: writer.int(attempts)
-            case .error: writer.string(error)
-            case .size: writer.int(size)
-            case .bytesSent: writer.int(bytesSent)
-            }
-        }
+        writer.upload(self)
     }
 }
 

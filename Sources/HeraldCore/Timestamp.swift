@@ -166,6 +166,8 @@ extension Timestamp {
     }
 
     private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        // The form Herald writes and stores: read without the grammar's branches (the rest, a leap second too, below).
+        if bytes.count == rfc3339Width, let milliseconds = parseFixed(bytes) { return milliseconds }
         // The shortest form is `YYYY-MM-DDTHH:MM:SSZ`.
         guard bytes.count >= 20 else { return nil }
 
@@ -239,6 +241,33 @@ extension Timestamp {
         let milliseconds = seconds * 1000 + millisecond
         guard (Gregorian.earliestMilliseconds...Gregorian.latestMilliseconds).contains(milliseconds) else { return nil }
         return milliseconds
+    }
+}
+
+extension Timestamp {
+    /// `YYYY-MM-DDTHH:MM:SS.SSSZ` (``rfc3339``'s form) to milliseconds; nil for anything else, or an impossible date or
+    /// time, or a leap second (which ``parse(_:)`` reads).
+    private static func parseFixed(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        guard bytes[4] == ASCII.hyphen, bytes[7] == ASCII.hyphen, bytes[10] == ASCII.upperT, bytes[13] == ASCII.colon,
+            bytes[16] == ASCII.colon, bytes[19] == ASCII.period, bytes[23] == ASCII.upperZ
+        else { return nil }
+        var isDigits = true
+        func number(_ start: Int, _ width: Int) -> Int64 {
+            var value: Int64 = 0
+            for index in start..<start + width {
+                let digit = bytes[index] &- ASCII.zero
+                isDigits = isDigits && digit <= 9
+                value = value * 10 + Int64(digit)
+            }
+            return value
+        }
+        let (year, month, day) = (number(0, 4), number(5, 2), number(8, 2))
+        let (hour, minute, second, millisecond) = (number(11, 2), number(14, 2), number(17, 2), number(20, 3))
+        guard isDigits, (1...12).contains(month), day >= 1, day <= Gregorian.daysIn(month: month, year: year), hour <= 23, minute <= 59,
+            second <= 59
+        else { return nil }
+        let days = Gregorian.days(fromYear: year, month: month, day: day)
+        return (days * 86_400 + hour * 3600 + minute * 60 + second) * 1000 + millisecond
     }
 }
 

@@ -41,12 +41,22 @@ public protocol JobStatusReader: Sendable {
     /// The same read from a task (a long-poll's): a backend whose read waits on the network answers without holding
     /// a thread of the cooperative pool.
     func read(id: JobID, tenant: Tenant) async throws -> Job?
+    /// The job's JSON object (``HeraldCore/Job/write(to:)``) written into `writer`, and its state; nil (nothing written) if
+    /// `tenant` has none. What a plain status poll answers: a backend may write it from the row, making no `Job`.
+    func write(id: JobID, tenant: Tenant, to writer: inout JSONWriter) throws -> JobState?
 }
 
 extension JobStatusReader {
     /// A read that does not wait on the network (SQLite's) is as quick from a task as from a thread.
     public func read(id: JobID, tenant: Tenant) async throws -> Job? {
         try job(id: id, tenant: tenant)
+    }
+
+    /// The job read as a `Job`, then written.
+    public func write(id: JobID, tenant: Tenant, to writer: inout JSONWriter) throws -> JobState? {
+        guard let job = try job(id: id, tenant: tenant) else { return nil }
+        job.write(to: &writer)
+        return job.state
     }
 }
 

@@ -103,7 +103,15 @@ public final class UploadProgress: Sendable {
     public func apply(to job: inout Job) {
         guard job.state == .running else { return }
         state.withLock { state in
-            if let entry = state.entries[job.id] { Self.overlay(entry, on: &job) }
+            if let entry = state.entries[job.id] { Self.overlay(entry, on: &job.uploads) { $0.mediaID } }
+        }
+    }
+
+    /// Lays the live uploads over those of job `jobID` read in place (``BorrowedJob``), if it runs (`state`).
+    public func apply(to uploads: inout [BorrowedUpload], of jobID: JobID, state jobState: JobState) {
+        guard jobState == .running else { return }
+        state.withLock { state in
+            if let entry = state.entries[jobID] { Self.overlay(entry, on: &uploads) { MediaID(String($0.mediaID)) } }
         }
     }
 
@@ -121,7 +129,7 @@ public final class UploadProgress: Sendable {
                 entry.step = 0
                 state.entries[job.id] = entry
             }
-            Self.overlay(entry, on: &snapshot.job)
+            Self.overlay(entry, on: &snapshot.job.uploads) { $0.mediaID }
             snapshot.eventID = Self.eventID(version: version, step: version == entry.version ? entry.step : 0)
         }
         return snapshot
@@ -136,13 +144,13 @@ public final class UploadProgress: Sendable {
         return JobChange(jobID: jobID, version: entry.version, state: .running, cancelRequested: false, kind: .live)
     }
 
-    private static func overlay(_ entry: Entry, on job: inout Job) {
-        for index in job.uploads.indices {
-            guard let live = entry.uploads[job.uploads[index].mediaID] else { continue }
-            job.uploads[index].state = live.state
-            job.uploads[index].attempts = live.attempts
-            job.uploads[index].error = live.error
-            job.uploads[index].bytesSent = live.state == .uploaded ? job.uploads[index].size : min(live.bytes, job.uploads[index].size)
+    private static func overlay<Upload: MutableUploadValues>(_ entry: Entry, on uploads: inout [Upload], mediaID: (Upload) -> MediaID) {
+        for index in uploads.indices {
+            guard let live = entry.uploads[mediaID(uploads[index])] else { continue }
+            uploads[index].state = live.state
+            uploads[index].attempts = live.attempts
+            uploads[index].error = live.error
+            uploads[index].bytesSent = live.state == .uploaded ? uploads[index].size : min(live.bytes, uploads[index].size)
         }
     }
 
@@ -197,3 +205,14 @@ public struct JobSnapshot: Sendable {
     /// ``UploadProgress/eventID(version:step:)``: grows with every committed change and live event.
     public var eventID: Int
 }
+
+/// An upload whose live values can be laid over (``UploadProgress``).
+protocol MutableUploadValues: UploadValues {
+    var state: UploadState { get set }
+    var attempts: Int { get set }
+    var error: String? { get set }
+    var bytesSent: Int { get set }
+}
+
+extension Job.Upload: MutableUploadValues {}
+extension BorrowedUpload: MutableUploadValues {}

@@ -27,13 +27,20 @@ struct SQLiteJobStatusReader: JobStatusReader {
 
     /// The job with this id, its uploads in media position order, their live bytes laid over; nil if `tenant` has none.
     func job(id: JobID, tenant: Tenant) throws -> Job? {
-        guard var job = try fetch(id: id, tenant: tenant) else { return nil }
-        progress.apply(to: &job)
-        return job
+        try read(id: id, tenant: tenant) { Job($0) }
     }
 
-    private func fetch(id: JobID, tenant: Tenant) throws -> Job? {
-        try connections[next.take() % connections.count].withStatement { statement, db in
+    /// The job's JSON written from the row where it lies: no `Job`, no string per id (the status poll).
+    func write(id: JobID, tenant: Tenant, to writer: inout JSONWriter) throws -> JobState? {
+        try read(id: id, tenant: tenant) { job in
+            job.write(to: &writer)
+            return job.state
+        }
+    }
+
+    /// Runs `body` with the job read in place, its live uploads laid over; nil if `tenant` has none.
+    private func read<T>(id: JobID, tenant: Tenant, _ body: (BorrowedJob) throws -> T) throws -> T? {
+        try connections[next.take() % connections.count].withStatement { statement, db, scratch in
             var bound = id.rawValue
             var owner = tenant.rawValue
             return try bound.withUTF8 { id8 in
@@ -46,7 +53,19 @@ struct SQLiteJobStatusReader: JobStatusReader {
                         sqlite3_reset(statement)
                         sqlite3_clear_bindings(statement)
                     }
-                    return try Self.read(statement, id: id, db: db)
+                    guard let row = try Self.step(statement, id: id, db: db, into: &scratch) else { return nil }
+                    // Grown no more from here: the text's place is fixed while the job is lent.
+                    let copied = scratch.text
+                    return try copied.withUnsafeBufferPointer { text in
+                        for index in scratch.uploads.indices {
+                            scratch.uploads[index].mediaID = UTF8Text(UnsafeBufferPointer(rebasing: text[scratch.mediaIDs[index]]))
+                        }
+                        progress.apply(to: &scratch.uploads, of: id, state: row.state)
+                        return try scratch.uploads.withUnsafeBufferPointer { uploads in
+                            guard let job = row.job(text: text, uploads: uploads) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
+                            return try body(job)
+                        }
+                    }
                 }
             }
         }
@@ -56,36 +75,143 @@ struct SQLiteJobStatusReader: JobStatusReader {
         utf8.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
     }
 
-    /// Steps ``query`` bound to `id`: the job from its first row, an upload from each row.
-    private static func read(_ statement: OpaquePointer, id: JobID, db: OpaquePointer) throws -> Job? {
+    /// Steps ``query`` bound to `id`: the job from its first row, an upload from each row, their text copied into
+    /// `scratch` (a column's text ends at the next step); nil if there is no row.
+    private static func step(_ statement: OpaquePointer, id: JobID, db: OpaquePointer, into scratch: inout Scratch) throws -> Row? {
         var code = sqlite3_step(statement)
         guard code == SQLITE_ROW else {
             if code == SQLITE_DONE { return nil }
             throw Connection.error(code, db)
         }
+        scratch.clear()
         let columns = Columns(statement)
-        guard var job = Job(columns: columns, uploads: []) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
-        // One allocation for most posts' uploads, not one per doubling.
-        job.uploads.reserveCapacity(8)
+        guard let row = Row(columns, into: &scratch) else { throw UnreadableRow(table: "jobs", id: id.rawValue) }
         // The job's columns repeat on every row; the upload's follow them, NULL on the LEFT JOIN's row of a job
         // without media.
         let upload = Int32(JobColumn.all.count)
+        var previous: UploadState?
         while code == SQLITE_ROW {
-            if let mediaID = columns.text(upload) {
-                guard let state = UploadState(rawValue: columns.text(upload + 1) ?? "") else {
-                    throw UnreadableRow(table: "uploads", id: "\(id)/\(mediaID)")
+            if let mediaID = columns.utf8(upload) {
+                guard let state = Self.uploadState(columns.utf8(upload + 1), previous: previous) else {
+                    throw UnreadableRow(table: "uploads", id: "\(id)/\(String(decoding: mediaID, as: UTF8.self))")
                 }
-                job.uploads.append(
-                    Job.Upload(
-                        mediaID: MediaID(mediaID), state: state, attempts: columns.int(upload + 2), error: columns.text(upload + 3),
-                        size: columns.int(upload + 4), bytesSent: columns.int(upload + 5)))
+                // Its text is placed once the scratch text stops growing (``Row/job(text:uploads:)``).
+                previous = state
+                scratch.mediaIDs.append(scratch.keep(mediaID))
+                scratch.uploads.append(
+                    BorrowedUpload(
+                        mediaID: UTF8Text(UnsafeBufferPointer(start: nil, count: 0)), state: state, attempts: columns.int(upload + 2),
+                        error: columns.text(upload + 3), size: columns.int(upload + 4), bytesSent: columns.int(upload + 5)))
             }
             code = sqlite3_step(statement)
         }
         guard code == SQLITE_DONE else {
             throw Connection.error(code, db)
         }
-        return job
+        return row
+    }
+
+    /// The upload state `utf8` names: the row before's again, unparsed, when it is the same text (a job's uploads
+    /// mostly share one).
+    private static func uploadState(_ utf8: UnsafeBufferPointer<UInt8>?, previous: UploadState?) -> UploadState? {
+        guard let utf8 else { return nil }
+        if var name = previous?.rawValue, name.withUTF8({ $0.elementsEqual(utf8) }) { return previous }
+        return UploadState(rawValue: String(decoding: utf8, as: UTF8.self))
+    }
+
+    /// Where a read keeps the row's text and uploads, reused from read to read (one per connection, under its lock).
+    fileprivate struct Scratch {
+        /// The job's and the uploads' text, copied out of the row.
+        var text: [UInt8] = []
+        var uploads: [BorrowedUpload] = []
+        /// Each upload's media id, in `text`.
+        var mediaIDs: [Range<Int>] = []
+
+        init() {
+            text.reserveCapacity(1024)
+            uploads.reserveCapacity(16)
+            mediaIDs.reserveCapacity(16)
+        }
+
+        mutating func clear() {
+            text.removeAll(keepingCapacity: true)
+            uploads.removeAll(keepingCapacity: true)
+            mediaIDs.removeAll(keepingCapacity: true)
+        }
+
+        /// Copies `utf8` into ``text``: where it is there.
+        mutating func keep(_ utf8: UnsafeBufferPointer<UInt8>) -> Range<Int> {
+            let start = text.count
+            text.append(contentsOf: utf8)
+            return start..<text.count
+        }
+    }
+
+    /// The job's values from its first row: numbers as read, text as ranges of the scratch text. Checked as
+    /// ``HeraldCore/Job/init(columns:uploads:)`` checks a row (the other backends' and readers' mapping).
+    private struct Row {
+        let id: Range<Int>
+        let postID: Range<Int>
+        let state: JobState
+        let priority: Priority
+        let attempt: Int
+        let runAt: Range<Int>
+        let cancelRequested: Bool
+        let error: Job.Failure?
+        let createdAt: Range<Int>
+        let startedAt: Range<Int>?
+        let finishedAt: Range<Int>?
+        let runner: String?
+
+        init?(_ columns: Columns, into scratch: inout Scratch) {
+            guard let id = columns.utf8(.id), let postID = columns.utf8(.postID),
+                let state = columns.text(.state).flatMap(JobState.init(rawValue:)),
+                let priority = columns.int(.priority).flatMap(Priority.init(rank:)),
+                let attempt = columns.int(.attempt),
+                let cancelRequested = columns.flag(.cancelRequested),
+                let runAt = columns.utf8(.runAt),
+                let createdAt = columns.utf8(.createdAt)
+            else { return nil }
+            var failure: Job.Failure?
+            if let code = columns.text(.errorCode) {
+                guard let code = JobErrorCode(rawValue: code) else { return nil }
+                failure = Job.Failure(
+                    code: code, message: columns.text(.errorMessage) ?? "", mediaID: columns.text(.errorMediaID).map(MediaID.init(rawValue:)))
+            }
+            self.id = scratch.keep(id)
+            self.postID = scratch.keep(postID)
+            self.state = state
+            self.priority = priority
+            self.attempt = attempt
+            self.runAt = scratch.keep(runAt)
+            self.cancelRequested = cancelRequested
+            self.error = failure
+            self.createdAt = scratch.keep(createdAt)
+            self.startedAt = columns.utf8(.startedAt).map { scratch.keep($0) }
+            self.finishedAt = columns.utf8(.finishedAt).map { scratch.keep($0) }
+            self.runner = columns.text(.runner)
+        }
+
+        /// The job, its text in `text` (the scratch's, grown no more) and its uploads; nil if a timestamp is unreadable.
+        func job(text: UnsafeBufferPointer<UInt8>, uploads: UnsafeBufferPointer<BorrowedUpload>) -> BorrowedJob? {
+            func utf8(_ range: Range<Int>) -> UTF8Text { UTF8Text(UnsafeBufferPointer(rebasing: text[range])) }
+            func timestamp(_ range: Range<Int>) -> TimestampText? { TimestampText(UnsafeBufferPointer(rebasing: text[range])) }
+            guard let runAt = timestamp(runAt), let createdAt = timestamp(createdAt) else { return nil }
+            var startedAt: TimestampText?
+            var finishedAt: TimestampText?
+            if let range = self.startedAt {
+                guard let value = timestamp(range) else { return nil }
+                startedAt = value
+            }
+            if let range = self.finishedAt {
+                guard let value = timestamp(range) else { return nil }
+                finishedAt = value
+            }
+            return BorrowedJob(
+                id: utf8(id), postID: utf8(postID), state: state, priority: priority, attempt: attempt, runAt: runAt,
+                cancelRequested: cancelRequested, uploads: uploads, error: error, createdAt: createdAt, startedAt: startedAt,
+                finishedAt: finishedAt, runner: runner)
+        }
     }
 
     /// The job's columns (``JobColumn/all``), then the upload's. Media by the post's `(post_id, position)` index: rows
@@ -102,7 +228,7 @@ struct SQLiteJobStatusReader: JobStatusReader {
         """
 
     /// The current row's values, by column index (a job's at their ``JobColumn/position``).
-    private struct Columns: JobColumns {
+    private struct Columns {
         let statement: OpaquePointer
 
         init(_ statement: OpaquePointer) { self.statement = statement }
@@ -119,15 +245,11 @@ struct SQLiteJobStatusReader: JobStatusReader {
 
         func flag(_ column: JobColumn) -> Bool? { int(column).map { $0 != 0 } }
 
-        /// Parsed in place: no string made.
-        func timestamp(_ column: JobColumn) -> (value: Timestamp?, isReadable: Bool) {
-            guard let utf8 = utf8(column.position) else { return (nil, true) }
-            let timestamp = Timestamp(rfc3339: utf8)
-            return (timestamp, timestamp != nil)
-        }
+        /// The column's text, valid until the next step or reset.
+        func utf8(_ column: JobColumn) -> UnsafeBufferPointer<UInt8>? { utf8(column.position) }
 
         /// The column's text, valid until the next step or reset.
-        private func utf8(_ index: Int32) -> UnsafeBufferPointer<UInt8>? {
+        func utf8(_ index: Int32) -> UnsafeBufferPointer<UInt8>? {
             guard let text = sqlite3_column_text(statement, index) else { return nil }
             return UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(statement, index)))
         }
@@ -145,6 +267,7 @@ struct SQLiteJobStatusReader: JobStatusReader {
         // nonisolated(unsafe): touched only under `lock` (and by deinit, when no one else can).
         private nonisolated(unsafe) let db: OpaquePointer
         private nonisolated(unsafe) let statement: OpaquePointer
+        private nonisolated(unsafe) var scratch = Scratch()
 
         init(path: String) throws {
             var db: OpaquePointer?
@@ -165,9 +288,9 @@ struct SQLiteJobStatusReader: JobStatusReader {
             sqlite3_close_v2(db)
         }
 
-        /// Runs `body` with the prepared statement and its connection, holding the lock.
-        func withStatement<T>(_ body: (_ statement: OpaquePointer, _ db: OpaquePointer) throws -> T) throws -> T {
-            try lock.withLock { _ in try body(statement, db) }
+        /// Runs `body` with the prepared statement, its connection and its scratch, holding the lock.
+        func withStatement<T>(_ body: (_ statement: OpaquePointer, _ db: OpaquePointer, _ scratch: inout Scratch) throws -> T) throws -> T {
+            try lock.withLock { _ in try body(statement, db, &scratch) }
         }
 
         /// The error SQLite reported on `db` for `code`.

@@ -79,6 +79,13 @@ struct TimestampTests {
             "2026-11-22T10:15:60Z",  // leap second not at the end of a day
             "2026-06-15T23:59:60Z",  // leap second not at the end of a month
             "2016-12-31T23:59:60+01:00",  // 22:59:60 UTC
+            // The fixed form's own width, read by its quicker path.
+            "2026-13-01T00:00:00.000Z",  // month 13
+            "2026-02-30T00:00:00.000Z",  // February 30
+            "2026-11-22T24:00:00.000Z",  // hour 24
+            "2026-11-22T10:15:3x.123Z",  // a letter among the digits
+            "2026-11-22T10:15:30.12xZ",  // a letter in the fraction
+            "2026-11-22T10:15:60.000Z",  // leap second not at the end of a day
             "2026-11-22T10:15:30.Z",  // empty fraction
             "2026-11-22T10:15:30,123Z",  // comma fraction
             "2026-11-22T10:15:30+0200",  // offset without colon

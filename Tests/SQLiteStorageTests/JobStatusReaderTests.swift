@@ -84,11 +84,54 @@ struct JobStatusReaderTests {
         }
     }
 
+    @Test("a timestamp stored in another RFC 3339 form is written in the fixed one; one that is none is an unreadable row")
+    func storedTimestampForms() async throws {
+        try await withRepositoryFixture { fixture in
+            let reader = try fixture.storage.statusReader(connections: 1)
+            let created = try await fixture.create(text: "x", media: try await fixture.stage(1), at: At.at(0))
+            let id = created.job.id
+            // The schema's CHECK keeps every stored timestamp in the fixed form: set aside to plant others.
+            func plant(_ text: String) async throws {
+                try await fixture.storage.pool.writeWithoutTransaction { db in
+                    try db.execute(sql: "PRAGMA ignore_check_constraints = ON")
+                    try db.execute(sql: "UPDATE jobs SET created_at = ? WHERE id = ?", arguments: [text, id.rawValue])
+                    try db.execute(sql: "PRAGMA ignore_check_constraints = OFF")
+                }
+            }
+            for (stored, written) in [
+                ("2026-11-22T11:15:30.5+01:00", "2026-11-22T10:15:30.500Z"), ("2026-11-22t10:15:30z", "2026-11-22T10:15:30.000Z"),
+                ("2016-12-31T23:59:60.000Z", "2017-01-01T00:00:00.000Z"), ("2026-11-22T10:15:30.123Z", "2026-11-22T10:15:30.123Z"),
+            ] {
+                try await plant(stored)
+                var writer = JSONWriter()
+                #expect(try reader.write(id: id, tenant: .default, to: &writer) == .queued)
+                let json = String(decoding: writer.bytes, as: UTF8.self)
+                #expect(json.contains(#""created_at":"\#(written)""#), "\(stored): \(json)")
+                #expect(try reader.job(id: id, tenant: .default)?.createdAt == Timestamp(rfc3339: written))
+            }
+            for unreadable in ["yesterday", "2026-13-22T10:15:30.123Z", "2026-02-30T10:15:30.123Z", "2026-11-22T10:15:3x.123Z"] {
+                try await plant(unreadable)
+                var writer = JSONWriter()
+                #expect(throws: UnreadableRow.self, "\(unreadable)") { try reader.write(id: id, tenant: .default, to: &writer) }
+                #expect(writer.bytes.isEmpty)
+                #expect(throws: UnreadableRow.self, "\(unreadable)") { try reader.job(id: id, tenant: .default) }
+            }
+        }
+    }
+
+    /// The reader's job and its JSON (written from the row) are the repository's job and that job's JSON.
     private func expectSame(_ reader: any JobStatusReader, _ fixture: RepositoryFixture, _ ids: [JobID]) async throws {
         for id in ids {
             let expected = try await fixture.jobs.find(id: id, tenant: .default)
             #expect(expected != nil)
             #expect(try reader.job(id: id, tenant: .default) == expected, "job \(id)")
+            var writer = JSONWriter()
+            #expect(try reader.write(id: id, tenant: .default, to: &writer) == expected?.state)
+            #expect(writer.bytes == expected?.json, "job \(id): \(String(decoding: writer.bytes, as: UTF8.self))")
         }
+        var writer = JSONWriter()
+        #expect(try reader.write(id: JobID.generate(), tenant: .default, to: &writer) == nil)
+        #expect(try reader.write(id: ids[0], tenant: Tenant(uncheckedName: "another"), to: &writer) == nil)
+        #expect(writer.bytes.isEmpty)
     }
 }

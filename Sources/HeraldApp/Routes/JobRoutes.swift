@@ -17,7 +17,8 @@ struct JobRoutes {
             .get, "/v1/jobs/{id}", scope: .read,
             immediate: { request, caller in
                 guard try Self.wait(request.queryValue("wait")) == 0 else { return nil }
-                return Self.response(try service.current(try request.parameters.require("id"), tenant: caller.tenant))
+                let (json, done) = try service.current(try request.parameters.require("id"), tenant: caller.tenant)
+                return Self.response(json: json, done: done)
             }
         ) { request, caller in
             let wait = try Self.wait(request.queryValue("wait"))
@@ -42,9 +43,14 @@ struct JobRoutes {
 
     /// A job as `GET /v1/jobs/{id}` answers it: `Retry-After: 1` until it is done.
     private static func response(_ job: Job) -> Response {
+        response(json: job.json, done: job.done)
+    }
+
+    /// A job's JSON as `GET /v1/jobs/{id}` answers it.
+    private static func response(json: [UInt8], done: Bool) -> Response {
         var fields: HTTPFields = [.contentType: "application/json"]
-        if !job.done { fields[.retryAfter] = "1" }
-        return Response(headerFields: fields, body: .bytes(job.json))
+        if !done { fields[.retryAfter] = "1" }
+        return Response(headerFields: fields, body: .bytes(json))
     }
 
     /// `?wait=`: absent is 0; else 0 to 30 in plain digits, or 400.

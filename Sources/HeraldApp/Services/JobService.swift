@@ -23,12 +23,14 @@ struct JobService: Sendable {
         case alreadyCancelled(Job)
     }
 
-    /// The job as stored now, read without a hop (a plain status poll).
-    func current(_ id: String, tenant: Tenant) throws -> Job {
-        guard let jobID = JobID(validating: id), let job = try status.job(id: jobID, tenant: tenant) else {
+    /// The job as stored now, as its JSON object, and whether it is done: read without a hop, written from the row where
+    /// the backend can (a plain status poll).
+    func current(_ id: String, tenant: Tenant) throws -> (json: [UInt8], done: Bool) {
+        var writer = JSONWriter(capacity: 2048)
+        guard let jobID = JobID(validating: id), let state = try status.write(id: jobID, tenant: tenant, to: &writer) else {
             throw ServiceError.notFound(kind: "job", id: id)
         }
-        return job
+        return (writer.bytes, state.isDone)
     }
 
     /// The job, once it is done or `timeout` has passed (or the server drains, or the request is cancelled).
