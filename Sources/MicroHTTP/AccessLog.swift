@@ -125,35 +125,35 @@ public final class AccessLog: Sendable {
 
     private func appendText(_ entry: Entry, to buffer: inout Buffer) {
         buffer.bytes.append(contentsOf: buffer.prefix)
-        buffer.bytes.append(contentsOf: " info ".utf8)
-        buffer.bytes.append(contentsOf: label.utf8)
-        buffer.bytes.append(contentsOf: ": bytes=".utf8)
+        buffer.bytes.append(literal: " info ")
+        buffer.bytes.append(utf8: label)
+        buffer.bytes.append(literal: ": bytes=")
         if let bytes = entry.bytes { Self.appendDecimal(bytes, to: &buffer.bytes) } else { buffer.bytes.append(UInt8(ascii: "-")) }
-        buffer.bytes.append(contentsOf: " client=".utf8)
-        buffer.bytes.append(contentsOf: (entry.client ?? "-").utf8)
-        buffer.bytes.append(contentsOf: " duration_us=".utf8)
+        buffer.bytes.append(literal: " client=")
+        buffer.bytes.append(utf8: entry.client ?? "-")
+        buffer.bytes.append(literal: " duration_us=")
         Self.appendDecimal(entry.microseconds, to: &buffer.bytes)
-        buffer.bytes.append(contentsOf: " method=".utf8)
-        buffer.bytes.append(contentsOf: entry.method.utf8)
-        buffer.bytes.append(contentsOf: " path=".utf8)
-        buffer.bytes.append(contentsOf: entry.path.utf8)
-        buffer.bytes.append(contentsOf: " request_id=".utf8)
-        buffer.bytes.append(contentsOf: entry.requestID.utf8)
+        buffer.bytes.append(literal: " method=")
+        buffer.bytes.append(utf8: entry.method)
+        buffer.bytes.append(literal: " path=")
+        buffer.bytes.append(utf8: entry.path)
+        buffer.bytes.append(literal: " request_id=")
+        buffer.bytes.append(utf8: entry.requestID)
         if let trace = entry.trace {
-            buffer.bytes.append(contentsOf: " span_id=".utf8)
-            buffer.bytes.append(contentsOf: trace.spanID.utf8)
+            buffer.bytes.append(literal: " span_id=")
+            buffer.bytes.append(utf8: trace.spanID)
         }
-        buffer.bytes.append(contentsOf: " status=".utf8)
-        if let status = entry.status { Self.appendDecimal(status, to: &buffer.bytes) } else { buffer.bytes.append(contentsOf: "aborted".utf8) }
+        buffer.bytes.append(literal: " status=")
+        if let status = entry.status { Self.appendDecimal(status, to: &buffer.bytes) } else { buffer.bytes.append(literal: "aborted") }
         if let termination = entry.termination {
-            buffer.bytes.append(contentsOf: " termination=".utf8)
+            buffer.bytes.append(literal: " termination=")
             Self.appendDecimal(termination, to: &buffer.bytes)
         }
         if let trace = entry.trace {
-            buffer.bytes.append(contentsOf: " trace_id=".utf8)
-            buffer.bytes.append(contentsOf: trace.traceID.utf8)
+            buffer.bytes.append(literal: " trace_id=")
+            buffer.bytes.append(utf8: trace.traceID)
         }
-        buffer.bytes.append(contentsOf: " [MicroHTTP] request\n".utf8)
+        buffer.bytes.append(literal: " [MicroHTTP] request\n")
     }
 
     /// The members in key order, every value a string: what `JSONLogHandler` writes for the same metadata.
@@ -228,5 +228,17 @@ public final class AccessLog: Sendable {
     /// `text` as a JSON string literal, escaped as all of Herald's JSON is (so a line equals `JSONLogHandler`'s).
     static func appendJSONString(_ text: Substring, to bytes: inout [UInt8]) {
         JSONEscaping.appendString(text.utf8, to: &bytes)
+    }
+}
+
+extension [UInt8] {
+    /// Appends a literal's bytes in one copy.
+    fileprivate mutating func append(literal text: StaticString) {
+        append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Appends `text`'s UTF-8 in one copy (appending its `utf8` view went byte by byte for a substring).
+    fileprivate mutating func append(utf8 text: some StringProtocol) {
+        if text.utf8.withContiguousStorageIfAvailable({ append(contentsOf: $0) }) == nil { append(contentsOf: Array(text.utf8)) }
     }
 }

@@ -27,8 +27,12 @@ struct PreparedResponse: @unchecked Sendable {
 
     func release() { MHD_destroy_response(pointer) }
 
-    /// Builds the libmicrohttpd response for a buffered body (copied) or a stream (read through `sink`).
-    static func make(_ response: Response, stream sink: StreamSink?) -> PreparedResponse? {
+    /// Builds the libmicrohttpd response for a buffered body (copied) or a stream (read through `sink`), with the
+    /// fields every answer carries: its request id, and `Connection: close` when `close`.
+    ///
+    /// Those two go to libmicrohttpd as they are, not through `response`'s fields (the id is one Herald made or checked:
+    /// no field value to validate again); a handler's own of either gives way to them.
+    static func make(_ response: Response, stream sink: StreamSink?, requestID: String, close: Bool) -> PreparedResponse? {
         let pointer: OpaquePointer?
         var bodySize: Int?
         if let sink {
@@ -43,10 +47,12 @@ struct PreparedResponse: @unchecked Sendable {
             }
         }
         guard let pointer else { return nil }
-        for field in response.headerFields {
+        for field in response.headerFields where field.name != .requestID && (field.name != .connection || !close) {
             // withCString: a small string is copied to the stack (`utf8CString` would allocate an array for it).
             _ = field.name.rawName.withCString { name in field.value.withCString { MHD_add_response_header(pointer, name, $0) } }
         }
+        _ = requestID.withCString { MHD_add_response_header(pointer, "X-Request-Id", $0) }
+        if close { _ = MHD_add_response_header(pointer, "Connection", "close") }
         return PreparedResponse(pointer: pointer, status: response.status.code, bodySize: bodySize)
     }
 }

@@ -95,10 +95,10 @@ final class Daemon: Sendable {
     /// True once shutdown began: answers carry `Connection: close`.
     var isDraining: Bool { draining.load(ordering: .relaxed) }
 
-    /// The headers every answer carries: its request id, and `Connection: close` when asked for or once draining.
-    func stamp(_ response: inout Response, requestID: String, close: Bool = false) {
-        response.headerFields[.requestID] = requestID
-        if close || isDraining { response.headerFields[.connection] = "close" }
+    /// Builds the libmicrohttpd response for an answer to request `requestID`: `Connection: close` when asked for or once
+    /// draining.
+    func prepare(_ response: Response, stream sink: StreamSink? = nil, requestID: String, close: Bool = false) -> PreparedResponse? {
+        PreparedResponse.make(response, stream: sink, requestID: requestID, close: close || isDraining)
     }
 
     /// Stops accepting, lets requests in flight finish (cancelling their handlers if `cancel` turns true), stops.
@@ -364,9 +364,7 @@ final class Daemon: Sendable {
         logger: Logger,
         trace: RequestTrace?
     ) -> MHD_Result {
-        var response = response
-        stamp(&response, requestID: requestID, close: close)
-        guard let prepared = PreparedResponse.make(response, stream: nil) else { return .NO }
+        guard let prepared = prepare(response, requestID: requestID, close: close) else { return .NO }
         defer { prepared.release() }
         let queued = connection.queue(prepared.pointer, status: prepared.status)
         record(
@@ -421,9 +419,9 @@ final class Daemon: Sendable {
     private static let collectHeader: MHD_KeyValueIteratorN = { context, _, key, keySize, value, valueSize in
         let head = context!.assumingMemoryBound(to: Head.self)
         head.pointee.size += keySize + valueSize
-        let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self)
+        let nameBytes = UnsafeRawBufferPointer(start: key, count: keySize)
         let text = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) } ?? ""
-        guard let fieldName = HTTPField.Name(name) else {
+        guard let fieldName = CommonFieldNames.find(nameBytes) ?? HTTPField.Name(String(decoding: nameBytes, as: UTF8.self)) else {
             head.pointee.problem = "malformed header field name"
             return .YES
         }
@@ -523,5 +521,27 @@ final class Daemon: Sendable {
 extension String {
     fileprivate func trimmingSuffix() -> Substring {
         self[..<(self.lastIndex { !$0.isWhitespace }.map { self.index(after: $0) } ?? startIndex)]
+    }
+}
+
+/// The field names most requests carry, found by their bytes in any case: no string made for the name, no token check
+/// or lowercasing again (a name swift-http-types made once).
+enum CommonFieldNames {
+    private static let names: [(lowercase: [UInt8], name: HTTPField.Name)] = [
+        HTTPField.Name.hostField, .authorization, .accept, .acceptEncoding, .userAgent, .contentType, .contentLength, .transferEncoding,
+        .connection, .requestID, .forwardedFor,
+    ].map { (Array($0.canonicalName.utf8), $0) }
+
+    /// The name `bytes` spell, if a common one.
+    static func find(_ bytes: UnsafeRawBufferPointer) -> HTTPField.Name? {
+        for entry in names where entry.lowercase.count == bytes.count {
+            let same = entry.lowercase.withUnsafeBufferPointer { lowercase in
+                zip(lowercase, bytes).allSatisfy { expected, byte in
+                    expected == ((UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte)
+                }
+            }
+            if same { return entry.name }
+        }
+        return nil
     }
 }

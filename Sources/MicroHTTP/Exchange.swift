@@ -197,9 +197,7 @@ final class Exchange: BodySource, Sendable {
 
     /// The 413 for a body past its limit, closing the connection: a client that sends too much is not kept.
     private func refusal() -> PreparedResponse? {
-        var response = HTTPError.bodyTooLarge(limit: bodyLimit).response
-        server.stamp(&response, requestID: request.id, close: true)
-        return PreparedResponse.make(response, stream: nil)
+        server.prepare(HTTPError.bodyTooLarge(limit: bodyLimit).response, requestID: request.id, close: true)
     }
 
     /// The completed callback: the connection is finished with (sent, aborted, or timed out).
@@ -302,22 +300,21 @@ final class Exchange: BodySource, Sendable {
         var request = request
         request.body = RequestBody(source: self, declaredLength: declaredLength)
         // Traced, the handler runs within the request's span: what it starts (a job's link, a store's request) is its child.
-        var response: Response
+        let response: Response
         if let trace = request.trace {
             response = await ServiceContext.withValue(trace.span.context) { [request, route] in await Router.run(route, request) }
         } else {
             response = await Router.run(route, request)
         }
-        server.stamp(&response, requestID: request.id)
         var sink: StreamSink?
         var produce: (@Sendable (ResponseBodyWriter) async throws -> Void)?
         if case .stream(let producer) = response.body.storage {
             sink = StreamSink(highWater: server.configuration.bodyBufferSize)
             produce = producer
         }
-        guard let prepared = PreparedResponse.make(response, stream: sink) else {
+        guard let prepared = server.prepare(response, stream: sink, requestID: request.id) else {
             request.logger.error("libmicrohttpd could not create a response")
-            deliver(PreparedResponse.make(HTTPError(.internalServerError).response, stream: nil))
+            deliver(server.prepare(HTTPError(.internalServerError).response, requestID: request.id))
             return
         }
         guard deliver(prepared, sink: sink), let sink, let produce else { return }

@@ -69,14 +69,15 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
         inUse.store(true, ordering: .relaxed)
         return buckets.withLock { buckets in
             if buckets.count >= capacity, buckets[key] == nil { prune(&buckets, now: now) }
-            var bucket = buckets[key] ?? Bucket(tokens: localBurst, updated: now)
-            if bucket.updated < now {
-                bucket.tokens = refilled(bucket, now: now)
-                bucket.updated = now
+            func take(_ bucket: inout Bucket) -> Decision {
+                if bucket.updated < now {
+                    bucket.tokens = refilled(bucket, now: now)
+                    bucket.updated = now
+                }
+                return body(&bucket)
             }
-            let decision = body(&bucket)
-            buckets[key] = bucket
-            return decision
+            // Changed where it is: the key is hashed once, not for a read and again for the write.
+            return take(&buckets[key, default: Bucket(tokens: localBurst, updated: now)])
         }
     }
 
