@@ -90,7 +90,12 @@ final class ConnectionTable: Sendable {
 
     /// Its request is done: the connection waits for the next head (keep-alive) from now.
     func requestEnded(_ connection: OpaquePointer, now: ContinuousClock.Instant = .now) {
-        state.withLock { $0.entries[key(connection)]?.waitingSince = now }
+        state.withLock { state in
+            // Through the index: `entries[key]?.waitingSince = now` runs the subscript's coroutine, whose frame was
+            // allocated (and the table's storage checked) at every request.
+            guard let index = state.entries.index(forKey: key(connection)) else { return }
+            state.entries.values[index].waitingSince = now
+        }
     }
 
     /// libmicrohttpd closed it (and will close its descriptor next).

@@ -164,10 +164,10 @@ final class Daemon: Sendable {
     ) {
         let elapsed = ContinuousClock.now - started
         trace?.end(status: status)
-        let statusLabel = status.map(String.init) ?? "aborted"
         let key = MeterKey(method: method.rawValue, route: route, status: status)
         let meter = meters.withLock { meters in
             if let meter = meters[key] { return meter }
+            let statusLabel = status.map(String.init) ?? "aborted"
             let meter = Meters(
                 requests: Counter(label: "http_requests_total", dimensions: [("method", key.method), ("route", route), ("status", statusLabel)]),
                 duration: Timer(label: "http_request_duration_seconds", dimensions: [("method", key.method), ("route", route)])
@@ -178,7 +178,8 @@ final class Daemon: Sendable {
         meter.requests.increment()
         meter.duration.record(duration: elapsed)
         guard logger.logLevel <= .info else { return }
-        let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+        let (seconds, attoseconds) = elapsed.components
+        let micros = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
         if let accessLog = configuration.accessLog {
             accessLog.record(
                 AccessLog.Entry(
@@ -189,7 +190,7 @@ final class Daemon: Sendable {
         }
         // One literal with every member: added one by one, the dictionary grows and rehashes on the way.
         var metadata: Logger.Metadata = [
-            "method": "\(method.rawValue)", "path": "\(path)", "status": "\(statusLabel)",
+            "method": "\(method.rawValue)", "path": "\(path)", "status": "\(status.map(String.init) ?? "aborted")",
             "bytes": "\(bytes.map(String.init) ?? "-")", "duration_us": "\(micros)", "request_id": "\(requestID)",
             "client": "\(client ?? "-")",
         ]
@@ -527,20 +528,25 @@ extension String {
 /// The field names most requests carry, found by their bytes in any case: no string made for the name, no token check
 /// or lowercasing again (a name swift-http-types made once).
 enum CommonFieldNames {
-    private static let names: [(lowercase: [UInt8], name: HTTPField.Name)] = [
-        HTTPField.Name.hostField, .authorization, .accept, .acceptEncoding, .userAgent, .contentType, .contentLength, .transferEncoding,
-        .connection, .requestID, .forwardedFor,
-    ].map { (Array($0.canonicalName.utf8), $0) }
+    private static let names: [HTTPField.Name] = [
+        .hostField, .authorization, .accept, .acceptEncoding, .userAgent, .contentType, .contentLength, .transferEncoding, .connection,
+        .requestID, .forwardedFor,
+    ]
+    /// Each name's lowercase bytes, apart from the names: scanned without copying a name's strings.
+    private static let lowercase: [[UInt8]] = names.map { Array($0.canonicalName.utf8) }
 
     /// The name `bytes` spell, if a common one.
     static func find(_ bytes: UnsafeRawBufferPointer) -> HTTPField.Name? {
-        for entry in names where entry.lowercase.count == bytes.count {
-            let same = entry.lowercase.withUnsafeBufferPointer { lowercase in
-                zip(lowercase, bytes).allSatisfy { expected, byte in
-                    expected == ((UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte)
+        for index in lowercase.indices where lowercase[index].count == bytes.count {
+            let same = lowercase[index].withUnsafeBufferPointer { expected in
+                for offset in 0..<expected.count {
+                    let byte = bytes[offset]
+                    // ASCII letters to lowercase; any other byte as it is.
+                    if expected[offset] != (byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte) { return false }
                 }
+                return true
             }
-            if same { return entry.name }
+            if same { return names[index] }
         }
         return nil
     }

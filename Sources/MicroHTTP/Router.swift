@@ -54,7 +54,7 @@ public struct Router: Sendable {
         }
 
         func literal(_ segment: UnsafeBufferPointer<UInt8>) -> Node? {
-            literals.first { $0.segment.elementsEqual(segment) }?.node
+            literals.first { $0.segment.count == segment.count && $0.segment.elementsEqual(segment) }?.node
         }
 
         func route(_ method: HTTPRequest.Method) -> Route? {

@@ -28,6 +28,29 @@ struct ServerTests {
         }
     }
 
+    @Test func fieldNamesInAnyCaseAreTheirFieldsAndTheRequestIDIsTheDaemons() async throws {
+        var router = Router()
+        router.get("/fields") { request in
+            let fields = request.head.headerFields
+            let seen = [HTTPField.Name("Host")!, .authorization, .userAgent, .requestID, .contentType, .init("X-Custom")!]
+                .map { "\($0.canonicalName)=\(fields[$0] ?? "-")" }
+            // The handler's own request id gives way to the daemon's; its `Connection: close` is sent, once.
+            return Response(
+                headerFields: [.requestID: "handler-made", .connection: "close", .contentType: "text/plain"],
+                body: .bytes(Array(seen.joined(separator: " ").utf8)))
+        }
+        try await withLiveServer(router) { port, _ in
+            let head =
+                "GET /fields HTTP/1.1\r\nhOsT: here\r\nAUTHORIZATION: Bearer k\r\nuser-agent: ua\r\nX-Request-ID: abc-2\r\n"
+                + "Content-Typf: no\r\nx-custom: yes\r\n\r\n"
+            let answer = try await rawExchange(port: port, head)
+            #expect(answer.contains("host=here authorization=Bearer k user-agent=ua x-request-id=abc-2 content-type=- x-custom=yes"), "\(answer)")
+            let lines = answer.lowercased().split(separator: "\r\n")
+            #expect(lines.filter { $0.hasPrefix("x-request-id:") } == ["x-request-id: abc-2"], "\(answer)")
+            #expect(lines.filter { $0.hasPrefix("connection:") } == ["connection: close"], "\(answer)")
+        }
+    }
+
     @Test func immediateHandlersAnswerOnTheServerThreadOrHandOver() async throws {
         let asyncCalls = Mutex(0)
         var router = Router()
