@@ -244,7 +244,21 @@ public struct JSONWriter: ~Copyable {
 
     private mutating func put(_ bytes: UnsafeBufferPointer<UInt8>) {
         guard let base = bytes.baseAddress else { return }
-        (start + count).update(from: base, count: bytes.count)
+        let target = UnsafeMutableRawPointer(start + count)
+        let source = UnsafeRawPointer(base)
+        // Keys, ids and timestamps are 8 to 36 bytes: words copied in line (the last one overlapping), not a call to
+        // memcpy for each. Callers reserved the room.
+        if bytes.count >= 8, bytes.count <= 32 {
+            var offset = 0
+            while offset + 8 < bytes.count {
+                target.storeBytes(of: source.loadUnaligned(fromByteOffset: offset, as: UInt64.self), toByteOffset: offset, as: UInt64.self)
+                offset += 8
+            }
+            let last = bytes.count - 8
+            target.storeBytes(of: source.loadUnaligned(fromByteOffset: last, as: UInt64.self), toByteOffset: last, as: UInt64.self)
+        } else {
+            (start + count).update(from: base, count: bytes.count)
+        }
         count += bytes.count
     }
 }

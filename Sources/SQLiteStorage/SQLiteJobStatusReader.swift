@@ -115,7 +115,7 @@ struct SQLiteJobStatusReader: JobStatusReader {
     /// mostly share one).
     private static func uploadState(_ utf8: UnsafeBufferPointer<UInt8>?, previous: UploadState?) -> UploadState? {
         guard let utf8 else { return nil }
-        if var name = previous?.rawValue, name.withUTF8({ $0.elementsEqual(utf8) }) { return previous }
+        if var name = previous?.rawValue, name.withUTF8({ $0.count == utf8.count && $0.elementsEqual(utf8) }) { return previous }
         return UploadState(rawValue: String(decoding: utf8, as: UTF8.self))
     }
 

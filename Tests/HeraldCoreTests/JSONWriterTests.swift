@@ -72,4 +72,21 @@ struct JSONWriterTests {
             }
         }
     }
+
+    /// Plain text of 8 to 32 bytes is copied a word at a time, the last word overlapping: every length around those
+    /// bounds, each byte distinct, must read back as itself, and what follows it in its place.
+    @Test("strings of every length around the word copy's bounds read back as written")
+    func everyLengthOfPlainText() throws {
+        for length in 0...41 {
+            let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789ABCDEF".utf8)
+            let text = String(decoding: alphabet.prefix(length), as: UTF8.self)
+            var writer = JSONWriter(capacity: 64)
+            writer.beginArray()
+            writer.string(text)
+            writer.string(utf8: Array(text.utf8).withUnsafeBufferPointer { UnsafeBufferPointer(rebasing: $0[...]) })
+            writer.int(length)
+            writer.endArray()
+            #expect(String(decoding: writer.bytes, as: UTF8.self) == "[\"\(text)\",\"\(text)\",\(length)]", "length \(length)")
+        }
+    }
 }
