@@ -214,7 +214,7 @@ final class Daemon: Sendable {
 
     /// Reads the head, applies the protections, routes, and starts the exchange, or answers at once.
     private func begin(
-        connection pointer: OpaquePointer, url: String, method rawMethod: String, version: String, target: TargetProblem?,
+        connection pointer: OpaquePointer, url: String, method rawMethod: String, isHTTP11: Bool, target: TargetProblem?,
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         // The request's duration, in the log and the metrics, counts from here: the handler's work included.
@@ -263,7 +263,7 @@ final class Daemon: Sendable {
         }
         if contentLengths.count > 1 { return reject(HTTPError(.badRequest, detail: "more than one Content-Length"), "-", true) }
         let hosts = head.hosts
-        if hosts.count > 1 || (version == "HTTP/1.1" && hosts.isEmpty) {
+        if hosts.count > 1 || (isHTTP11 && hosts.isEmpty) {
             return reject(HTTPError(.badRequest, detail: "HTTP/1.1 requests need exactly one Host header"), "-", true)
         }
         let declaredLength = contentLengths.first.flatMap { Int($0) }
@@ -339,16 +339,18 @@ final class Daemon: Sendable {
 
     /// Queues what an immediate handler answered, from libmicrohttpd's thread: no exchange, no task.
     private func answerImmediately(_ answer: HeldAnswer, connection: Connection) -> MHD_Result {
-        let request = answer.request
         var response = answer.response
         if case .stream = response.body.storage {
-            request.logger.error("an immediate handler returned a streamed body", metadata: ["route": "\(answer.route)"])
-            response = HTTPError(.internalServerError, detail: "internal error; request id \(request.id)").response
+            var logger = logger
+            logger[metadataKey: "request_id"] = "\(answer.requestID)"
+            answer.trace?.traceparent?.annotate(&logger)
+            logger.error("an immediate handler returned a streamed body", metadata: ["route": "\(answer.route)"])
+            response = HTTPError(.internalServerError, detail: "internal error; request id \(answer.requestID)").response
         }
         return queueAtOnce(
-            // The daemon's logger: `record` adds the request id itself, and `request.logger` would build a logger per request.
-            response, connection: connection, close: false, method: request.head.method, path: request.path, route: answer.route,
-            requestID: request.id, client: request.remoteAddress, started: answer.started, logger: logger, trace: request.trace)
+            // The daemon's logger: `record` adds the request id itself.
+            response, connection: connection, close: false, method: answer.method, path: answer.path, route: answer.route,
+            requestID: answer.requestID, client: answer.client, started: answer.started, logger: logger, trace: answer.trace)
     }
 
     /// Queues a buffered response from libmicrohttpd's thread, with no exchange, and records it.
@@ -384,16 +386,25 @@ final class Daemon: Sendable {
         return queued ? .YES : .NO
     }
 
-    /// An immediate handler's answer between libmicrohttpd's first call for a request and the next one.
+    /// An immediate handler's answer between libmicrohttpd's first call for a request and the next one, with what the
+    /// log line and the metrics need of its request (not the whole request: fewer references to count).
     private final class HeldAnswer {
         let response: Response
-        let request: Request
+        let method: HTTPRequest.Method
+        let path: Substring
+        let requestID: String
+        let client: String?
+        let trace: RequestTrace?
         let route: String
         let started: ContinuousClock.Instant
 
         init(response: Response, request: Request, route: String, started: ContinuousClock.Instant) {
             self.response = response
-            self.request = request
+            method = request.head.method
+            path = request.path
+            requestID = request.id
+            client = request.remoteAddress
+            trace = request.trace
             self.route = route
             self.started = started
         }
@@ -459,7 +470,7 @@ final class Daemon: Sendable {
                 connection: connection,
                 url: url.map { String(cString: $0) } ?? "/",
                 method: method.map { String(cString: $0) } ?? "",
-                version: version.map { String(cString: $0) } ?? "",
+                isHTTP11: version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false,
                 target: target,
                 slot: slot
             )

@@ -51,6 +51,19 @@ struct ServerTests {
         }
     }
 
+    @Test func anImmediateHandlersStreamedBodyIsA500NamingTheRequest() async throws {
+        var router = Router()
+        router.get("/streamed", immediate: { _ in Response(body: .stream { try await $0.write("never sent") }) }) { _ in .text("async") }
+        try await withLiveServer(router) { port, _ in
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/streamed")
+            request.headers.add(name: "X-Request-Id", value: "stream-1")
+            let response = try await httpClient.execute(request, timeout: .seconds(10))
+            #expect(response.status == .internalServerError)
+            #expect(response.headers["X-Request-Id"] == ["stream-1"])
+            #expect(try await response.text().contains("internal error; request id stream-1"))
+        }
+    }
+
     @Test func immediateHandlersAnswerOnTheServerThreadOrHandOver() async throws {
         let asyncCalls = Mutex(0)
         var router = Router()
