@@ -61,12 +61,8 @@ struct JobStatusReaderTests {
             let created = try await fixture.create(text: "x", media: try await fixture.stage(1), at: At.at(0))
             let id = created.job.id
 
-            // A state no Herald writes (the CHECK constraint set aside to plant it).
-            try await fixture.storage.pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA ignore_check_constraints = ON")
-                try db.execute(sql: "UPDATE jobs SET state = 'bogus' WHERE id = ?", arguments: [id.rawValue])
-                try db.execute(sql: "PRAGMA ignore_check_constraints = OFF")
-            }
+            // A state no Herald writes.
+            try await plant(fixture, "UPDATE jobs SET state = 'bogus' WHERE id = ?", [id.rawValue])
             #expect(throws: UnreadableRow.self) { try reader.job(id: id, tenant: .default) }
             try await fixture.storage.pool.write { db in
                 try db.execute(sql: "UPDATE jobs SET state = 'queued' WHERE id = ?", arguments: [id.rawValue])
@@ -92,11 +88,7 @@ struct JobStatusReaderTests {
             let id = created.job.id
             // The schema's CHECK keeps every stored timestamp in the fixed form: set aside to plant others.
             func plant(_ text: String) async throws {
-                try await fixture.storage.pool.writeWithoutTransaction { db in
-                    try db.execute(sql: "PRAGMA ignore_check_constraints = ON")
-                    try db.execute(sql: "UPDATE jobs SET created_at = ? WHERE id = ?", arguments: [text, id.rawValue])
-                    try db.execute(sql: "PRAGMA ignore_check_constraints = OFF")
-                }
+                try await self.plant(fixture, "UPDATE jobs SET created_at = ? WHERE id = ?", [text, id.rawValue])
             }
             for (stored, written) in [
                 ("2026-11-22T11:15:30.5+01:00", "2026-11-22T10:15:30.500Z"), ("2026-11-22t10:15:30z", "2026-11-22T10:15:30.000Z"),
@@ -116,6 +108,15 @@ struct JobStatusReaderTests {
                 #expect(writer.bytes.isEmpty)
                 #expect(throws: UnreadableRow.self, "\(unreadable)") { try reader.job(id: id, tenant: .default) }
             }
+        }
+    }
+
+    /// Runs `sql` with the schema's CHECK constraints set aside: to plant a value no Herald writes.
+    private func plant(_ fixture: RepositoryFixture, _ sql: String, _ arguments: StatementArguments) async throws {
+        try await fixture.storage.pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA ignore_check_constraints = ON")
+            try db.execute(sql: sql, arguments: arguments)
+            try db.execute(sql: "PRAGMA ignore_check_constraints = OFF")
         }
     }
 
