@@ -167,9 +167,9 @@ final class Daemon: Sendable {
         let key = MeterKey(method: method.rawValue, route: route, status: status)
         let meter = meters.withLock { meters in
             if let meter = meters[key] { return meter }
-            let statusLabel = status.map(String.init) ?? "aborted"
             let meter = Meters(
-                requests: Counter(label: "http_requests_total", dimensions: [("method", key.method), ("route", route), ("status", statusLabel)]),
+                requests: Counter(
+                    label: "http_requests_total", dimensions: [("method", key.method), ("route", route), ("status", Self.statusLabel(status))]),
                 duration: Timer(label: "http_request_duration_seconds", dimensions: [("method", key.method), ("route", route)])
             )
             meters[key] = meter
@@ -190,7 +190,7 @@ final class Daemon: Sendable {
         }
         // One literal with every member: added one by one, the dictionary grows and rehashes on the way.
         var metadata: Logger.Metadata = [
-            "method": "\(method.rawValue)", "path": "\(path)", "status": "\(status.map(String.init) ?? "aborted")",
+            "method": "\(method.rawValue)", "path": "\(path)", "status": "\(Self.statusLabel(status))",
             "bytes": "\(bytes.map(String.init) ?? "-")", "duration_us": "\(micros)", "request_id": "\(requestID)",
             "client": "\(client ?? "-")",
         ]
@@ -198,6 +198,9 @@ final class Daemon: Sendable {
         if let traceparent = trace?.traceparent { metadata.merge(traceparent.metadata) { $1 } }
         logger.info("request", metadata: metadata)
     }
+
+    /// A request's status as its metrics and log line name it: `aborted` when none was sent.
+    private static func statusLabel(_ status: Int?) -> String { status.map(String.init) ?? "aborted" }
 
     private struct MeterKey: Hashable {
         var method: String
@@ -341,10 +344,8 @@ final class Daemon: Sendable {
     private func answerImmediately(_ answer: HeldAnswer, connection: Connection) -> MHD_Result {
         var response = answer.response
         if case .stream = response.body.storage {
-            var logger = logger
-            logger[metadataKey: "request_id"] = "\(answer.requestID)"
-            answer.trace?.traceparent?.annotate(&logger)
-            logger.error("an immediate handler returned a streamed body", metadata: ["route": "\(answer.route)"])
+            Request.logger(logger, requestID: answer.requestID, trace: answer.trace)
+                .error("an immediate handler returned a streamed body", metadata: ["route": "\(answer.route)"])
             response = HTTPError(.internalServerError, detail: "internal error; request id \(answer.requestID)").response
         }
         return queueAtOnce(

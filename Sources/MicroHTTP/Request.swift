@@ -20,15 +20,18 @@ public struct Request: Sendable {
     /// A logger carrying this request's id, and its trace's ids when traced (attached when asked for: most requests
     /// never log).
     public var logger: Logger {
-        get {
-            var logger = baseLogger
-            logger[metadataKey: "request_id"] = "\(id)"
-            trace?.traceparent?.annotate(&logger)
-            return logger
-        }
+        get { Self.logger(baseLogger, requestID: id, trace: trace) }
         set { baseLogger = newValue }
     }
     private var baseLogger: Logger
+
+    /// `base` carrying request `requestID`'s id, and its trace's ids when traced.
+    static func logger(_ base: Logger, requestID: String, trace: RequestTrace?) -> Logger {
+        var logger = base
+        logger[metadataKey: "request_id"] = "\(requestID)"
+        trace?.traceparent?.annotate(&logger)
+        return logger
+    }
     /// The client's IP address, e.g. `127.0.0.1` or `::1`: behind a trusted proxy, the one it forwarded for.
     public var remoteAddress: String?
     /// Who sent the request, as the router's ``Gate`` established it; nil when there is no gate.
