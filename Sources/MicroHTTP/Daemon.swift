@@ -133,7 +133,7 @@ final class Daemon: Sendable {
             return live.drained
         }
         record(
-            method: exchange.request.head.method,
+            method: exchange.request.method,
             path: exchange.request.path,
             route: exchange.route.template,
             status: status,
@@ -225,7 +225,7 @@ final class Daemon: Sendable {
         let knownPeer = connections.requestStarted(pointer)
         var head = Head()
         // Room for a usual head at once: grown from empty, the fields' array was reallocated four times a request.
-        head.fields.reserveCapacity(16)
+        head.fields.reserveCapacity(8)
         withUnsafeMutablePointer(to: &head) { headPointer in
             _ = MHD_get_connection_values_n(pointer, .HEADER_KIND, Daemon.collectHeader, headPointer)
             _ = MHD_get_connection_values_n(pointer, .GET_ARGUMENT_KIND, Daemon.collectArgument, headPointer)
@@ -239,12 +239,11 @@ final class Daemon: Sendable {
             RequestTrace.start(tracer: $0, method: rawMethod, path: url, fields: head.fields, client: client, secure: configuration.tls != nil)
         }
         let connection = Connection(pointer: pointer)
-        let method = HTTPRequest.Method(rawMethod)
-        let httpRequest = HTTPRequest(method: method ?? .get, scheme: nil, authority: head.hosts.first, path: url, headerFields: head.fields)
+        let parsedMethod = HTTPRequest.Method(rawMethod)
         let logger = self.logger
         let reject = { (error: HTTPError, route: String, close: Bool) -> MHD_Result in
             self.answerAtOnce(
-                error, connection: connection, close: close, method: httpRequest.method, path: Substring(url), route: route, requestID: requestID,
+                error, connection: connection, close: close, method: parsedMethod ?? .get, path: Substring(url), route: route, requestID: requestID,
                 client: client,
                 started: started, logger: logger, trace: trace)
         }
@@ -253,25 +252,25 @@ final class Daemon: Sendable {
         if head.size + url.utf8.count > configuration.maxHeaderSize {
             return reject(HTTPError.headerTooLarge(limit: configuration.maxHeaderSize), "-", true)
         }
-        guard method != nil else { return reject(HTTPError(.badRequest, detail: "malformed method"), "-", true) }
+        guard let method = parsedMethod else { return reject(HTTPError(.badRequest, detail: "malformed method"), "-", true) }
         if let target { return reject(HTTPError(.badRequest, detail: target.detail), "-", true) }
         if let problem = head.problem { return reject(HTTPError(.badRequest, detail: problem), "-", true) }
-        let transferEncodings = head.transferEncodings
-        let contentLengths = head.contentLengths
-        if !transferEncodings.isEmpty, !contentLengths.isEmpty {
+        let transferEncoding = head.transferEncoding
+        let contentLength = head.contentLength
+        if transferEncoding != nil, contentLength != nil {
             return reject(HTTPError(.badRequest, detail: "Transfer-Encoding and Content-Length together are refused"), "-", true)
         }
-        if !transferEncodings.isEmpty, transferEncodings.count > 1 || transferEncodings[0].lowercased() != "chunked" {
+        if let transferEncoding, head.transferEncodings > 1 || transferEncoding.lowercased() != "chunked" {
             return reject(HTTPError(.badRequest, detail: "only the chunked transfer-coding is accepted"), "-", true)
         }
-        if contentLengths.count > 1 { return reject(HTTPError(.badRequest, detail: "more than one Content-Length"), "-", true) }
-        let hosts = head.hosts
-        if hosts.count > 1 || (isHTTP11 && hosts.isEmpty) {
+        if head.contentLengths > 1 { return reject(HTTPError(.badRequest, detail: "more than one Content-Length"), "-", true) }
+        if head.hosts > 1 || (isHTTP11 && head.hosts == 0) {
             return reject(HTTPError(.badRequest, detail: "HTTP/1.1 requests need exactly one Host header"), "-", true)
         }
-        let declaredLength = contentLengths.first.flatMap { Int($0) }
-        let hasBody = !transferEncodings.isEmpty || (declaredLength ?? 0) > 0
-        var request = Request(head: httpRequest, id: requestID, query: head.query, remoteAddress: client, logger: logger, path: url)
+        let declaredLength = contentLength.flatMap { Int($0) }
+        let hasBody = transferEncoding != nil || (declaredLength ?? 0) > 0
+        var request = Request(
+            method: method, path: url, fields: head.fields, id: requestID, query: head.query, remoteAddress: client, logger: logger)
         request.trace = trace
         let route: Router.Route
         let limit: Int
@@ -314,7 +313,7 @@ final class Daemon: Sendable {
     ) -> MHD_Result {
         guard !hasBody else {
             return answerAtOnce(
-                error, connection: connection, close: true, method: request.head.method, path: request.path, route: route, requestID: request.id,
+                error, connection: connection, close: true, method: request.method, path: request.path, route: route, requestID: request.id,
                 client: request.remoteAddress, started: started, logger: logger, trace: request.trace)
         }
         slot.pointee = Unmanaged.passRetained(HeldAnswer(response: error.response, request: request, route: route, started: started)).toOpaque()
@@ -401,7 +400,7 @@ final class Daemon: Sendable {
 
         init(response: Response, request: Request, route: String, started: ContinuousClock.Instant) {
             self.response = response
-            method = request.head.method
+            method = request.method
             path = request.path
             requestID = request.id
             client = request.remoteAddress
@@ -415,15 +414,17 @@ final class Daemon: Sendable {
 
     /// What the first call gathers from the connection.
     private struct Head {
-        var fields = HTTPFields()
+        var fields = RequestFields()
         var query: [(name: String, value: String?)] = []
         var problem: String?
         /// Bytes of header names and values and of query arguments, for the header budget.
         var size = 0
-        // The fields the protections and routing need, noted as they pass (saves lookups in `fields`).
-        var hosts: [String] = []
-        var contentLengths: [String] = []
-        var transferEncodings: [String] = []
+        // The fields the protections and routing need, noted as they pass (saves looking through `fields`).
+        var hosts = 0
+        var contentLength: String?
+        var contentLengths = 0
+        var transferEncoding: String?
+        var transferEncodings = 0
         var contentType: String?
         var requestID: String?
         var forwardedFor: [String] = []
@@ -434,19 +435,25 @@ final class Daemon: Sendable {
         head.pointee.size += keySize + valueSize
         let nameBytes = UnsafeRawBufferPointer(start: key, count: keySize)
         let text = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) } ?? ""
-        guard let fieldName = CommonFieldNames.find(nameBytes) ?? HTTPField.Name(String(decoding: nameBytes, as: UTF8.self)) else {
+        if let (name, known) = CommonFieldNames.find(nameBytes) {
+            head.pointee.fields.append(name, text)
+            switch known {
+            case .host: head.pointee.hosts += 1
+            case .contentLength:
+                head.pointee.contentLengths += 1
+                if head.pointee.contentLength == nil { head.pointee.contentLength = text }
+            case .transferEncoding:
+                head.pointee.transferEncodings += 1
+                if head.pointee.transferEncoding == nil { head.pointee.transferEncoding = text }
+            case .contentType: head.pointee.contentType = text
+            case .requestID: head.pointee.requestID = text
+            case .forwardedFor: head.pointee.forwardedFor.append(text)
+            default: break
+            }
+        } else if let name = HTTPField.Name(String(decoding: nameBytes, as: UTF8.self)) {
+            head.pointee.fields.append(name, text)
+        } else {
             head.pointee.problem = "malformed header field name"
-            return .YES
-        }
-        head.pointee.fields.append(HTTPField(name: fieldName, value: text))
-        switch fieldName {
-        case .hostField: head.pointee.hosts.append(text)
-        case .contentLength: head.pointee.contentLengths.append(text)
-        case .transferEncoding: head.pointee.transferEncodings.append(text)
-        case .contentType: head.pointee.contentType = text
-        case .requestID: head.pointee.requestID = text
-        case .forwardedFor: head.pointee.forwardedFor.append(text)
-        default: break
         }
         return .YES
     }
@@ -534,32 +541,5 @@ final class Daemon: Sendable {
 extension String {
     fileprivate func trimmingSuffix() -> Substring {
         self[..<(self.lastIndex { !$0.isWhitespace }.map { self.index(after: $0) } ?? startIndex)]
-    }
-}
-
-/// The field names most requests carry, found by their bytes in any case: no string made for the name, no token check
-/// or lowercasing again (a name swift-http-types made once).
-enum CommonFieldNames {
-    private static let names: [HTTPField.Name] = [
-        .hostField, .authorization, .accept, .acceptEncoding, .userAgent, .contentType, .contentLength, .transferEncoding, .connection,
-        .requestID, .forwardedFor,
-    ]
-    /// Each name's lowercase bytes, apart from the names: scanned without copying a name's strings.
-    private static let lowercase: [[UInt8]] = names.map { Array($0.canonicalName.utf8) }
-
-    /// The name `bytes` spell, if a common one.
-    static func find(_ bytes: UnsafeRawBufferPointer) -> HTTPField.Name? {
-        for index in lowercase.indices where lowercase[index].count == bytes.count {
-            let same = lowercase[index].withUnsafeBufferPointer { expected in
-                for offset in 0..<expected.count {
-                    let byte = bytes[offset]
-                    // ASCII letters to lowercase; any other byte as it is.
-                    if expected[offset] != (byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte) { return false }
-                }
-                return true
-            }
-            if same { return names[index] }
-        }
-        return nil
     }
 }

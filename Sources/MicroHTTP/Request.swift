@@ -6,9 +6,15 @@ import Telemetry
 
 /// One HTTP request as a handler sees it.
 public struct Request: Sendable {
-    /// Method, path and header fields. Its `path` is swift-http-types' field value, trimmed of the spaces at its ends:
-    /// read ``path`` for the path as sent.
-    public var head: HTTPRequest
+    /// The request method.
+    public var method: HTTPRequest.Method
+    /// The header fields as sent, `Host` among them.
+    public var fields: RequestFields
+    /// Method, path and fields as swift-http-types' request, made each time it is asked for (``fields`` reads one field
+    /// without it).
+    public var head: HTTPRequest {
+        HTTPRequest(method: method, scheme: nil, authority: fields.first(.hostField), path: pathText, headerFields: fields.httpFields)
+    }
     /// The request id: the client's `X-Request-Id` when it sent a sane one, else a generated one.
     public var id: String
     /// Values of the route template's `{name}` segments.
@@ -42,6 +48,30 @@ public struct Request: Sendable {
     public var trace: RequestTrace?
 
     public init(
+        method: HTTPRequest.Method,
+        path: String,
+        fields: RequestFields = RequestFields(),
+        id: String = RequestID.generate(),
+        parameters: Parameters = Parameters(),
+        query: [(name: String, value: String?)] = [],
+        body: RequestBody = .empty,
+        remoteAddress: String? = nil,
+        logger: Logger = Logger(label: "MicroHTTP")
+    ) {
+        self.method = method
+        pathText = path
+        self.fields = fields
+        self.id = id
+        self.parameters = parameters
+        self.query = query
+        self.body = body
+        self.remoteAddress = remoteAddress
+        self.baseLogger = logger
+    }
+
+    /// The request `head` describes (`path`, when given, instead of its path: its field value loses a trailing space, so
+    /// `/v1/posts/%20` would route as `/v1/posts/`, the list, instead of the post `" "`).
+    public init(
         head: HTTPRequest,
         id: String = RequestID.generate(),
         parameters: Parameters = Parameters(),
@@ -51,22 +81,14 @@ public struct Request: Sendable {
         logger: Logger = Logger(label: "MicroHTTP"),
         path: String? = nil
     ) {
-        self.head = head
-        // Kept only when it differs: most requests copy no second string.
-        self.pathAsSent = path == head.path ? nil : path
-        self.id = id
-        self.parameters = parameters
-        self.query = query
-        self.body = body
-        self.remoteAddress = remoteAddress
-        self.baseLogger = logger
+        self.init(
+            method: head.method, path: path ?? head.path ?? "/", fields: RequestFields(head.headerFields), id: id, parameters: parameters,
+            query: query, body: body, remoteAddress: remoteAddress, logger: logger)
     }
 
     /// The decoded path; the server keeps the query apart, in ``query``.
-    public var path: Substring { Substring(pathAsSent ?? head.path ?? "/") }
-    /// The path when `head`'s differs: its field value loses a trailing space, so `/v1/posts/%20` would route as
-    /// `/v1/posts/`, the list, instead of the post `" "`.
-    private let pathAsSent: String?
+    public var path: Substring { Substring(pathText) }
+    private let pathText: String
 
     /// The last value of query argument `name` (`nil` when absent; `""` for `?name`).
     public func queryValue(_ name: String) -> String? {

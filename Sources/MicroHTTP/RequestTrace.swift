@@ -24,7 +24,7 @@ public final class RequestTrace: Sendable {
     }
 
     /// Starts the span of a request whose head just arrived, continuing the trace its `traceparent` names (if any).
-    static func start(tracer: any Tracer, method: String, path: String, fields: HTTPFields, client: String?, secure: Bool) -> RequestTrace {
+    static func start(tracer: any Tracer, method: String, path: String, fields: RequestFields, client: String?, secure: Bool) -> RequestTrace {
         // Only a well-formed traceparent is handed to the tracer: a malformed one starts a new trace, as if absent (and
         // the tracer, which warns with what it was given, never sees the other fields, the key among them).
         var context = ServiceContext.topLevel

@@ -211,7 +211,7 @@ public struct Router: Sendable {
     /// both go through it.
     public func dispatch(_ request: inout Request, declaredLength: Int?, defaultBodyLimit: Int) -> Dispatch {
         if let refusal = gate?.admit(&request) { return answer(refusal, route: "refused", path: request.path) }
-        switch match(request.head.method, path: request.path) {
+        switch match(request.method, path: request.path) {
         case .found(let route, let parameters):
             request.parameters = parameters
             if let refusal = gate?.authorize(request, route: route) { return answer(refusal, route: route.template, path: request.path) }

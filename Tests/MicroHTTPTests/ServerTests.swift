@@ -31,7 +31,7 @@ struct ServerTests {
     @Test func fieldNamesInAnyCaseAreTheirFieldsAndTheRequestIDIsTheDaemons() async throws {
         var router = Router()
         router.get("/fields") { request in
-            let fields = request.head.headerFields
+            let fields = request.fields
             let seen = [HTTPField.Name("Host")!, .authorization, .userAgent, .requestID, .contentType, .init("X-Custom")!]
                 .map { "\($0.canonicalName)=\(fields[$0] ?? "-")" }
             // The handler's own request id gives way to the daemon's; its `Connection: close` is sent, once.

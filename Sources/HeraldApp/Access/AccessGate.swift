@@ -57,7 +57,7 @@ public final class AccessGate: Gate {
     public func admit(_ request: inout Request) -> HTTPError? {
         guard Self.isAPI(request.path) else { return nil }
         // tus clients ask what the server speaks before they hold a key (the answer names no tenant's data).
-        if request.head.method == .options, request.path == "/v1/uploads" { return nil }
+        if request.method == .options, request.path == "/v1/uploads" { return nil }
         guard case .keys(let authenticator) = mode else {
             request.principal = Caller.unauthenticated
             request.trace?.span.attributes["herald.tenant"] = Caller.unauthenticated.tenant.rawValue
@@ -70,7 +70,8 @@ public final class AccessGate: Gate {
                 retryAfter: retryAfter, policy: failurePolicy, detail: "too many failed authentications from this address; retry later")
         }
         // Read in place: the key never becomes a string of its own.
-        var field = Self.authorization(request.head.headerFields) ?? ""
+        // The first `Authorization` field (no joining of repeated fields, as the subscript would).
+        var field = request.fields.first(.authorization) ?? ""
         let outcome = field.withUTF8 { bytes -> Authenticator.Outcome? in
             Self.bearer(bytes).map { authenticator.authenticate($0, now: now) }
         }
@@ -112,12 +113,6 @@ public final class AccessGate: Gate {
         return path.utf8.withContiguousStorageIfAvailable { bytes in
             bytes.starts(with: prefix) && (bytes.count == prefix.count || bytes[prefix.count] == UInt8(ascii: "/"))
         } ?? (path == "/v1" || path.hasPrefix("/v1/"))
-    }
-
-    /// The first `Authorization` field's value (no joining of repeated fields, as the subscript would).
-    static func authorization(_ fields: HTTPFields) -> String? {
-        for field in fields where field.name == .authorization { return field.value }
-        return nil
     }
 
     /// The key's bytes in `Authorization: Bearer KEY` (the scheme in any case, RFC 9110); nil for another scheme.

@@ -51,7 +51,7 @@ struct DashboardRoutes {
             .cacheControl: "no-cache",
             .eTag: file.etag,
         ]
-        if let tags = request.head.headerFields[.ifNoneMatch], tags.split(separator: ",").contains(where: { $0.trimmingSpaces == file.etag }) {
+        if let tags = request.fields[.ifNoneMatch], tags.split(separator: ",").contains(where: { $0.trimmingSpaces == file.etag }) {
             headers[.contentType] = nil
             return Response(status: .notModified, headerFields: headers)
         }

@@ -13,7 +13,7 @@ import MicroHTTP
 enum JSONRequest {
     /// The body of `request`, at most `maxBytes`, decoded; `shape` is what the client is told to send.
     static func decode<Draft: Decodable>(_ request: Request, upTo maxBytes: Int, shape: String) async throws -> Draft {
-        guard (request.head.headerFields[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
+        guard (request.fields[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
             throw HTTPError(.unsupportedMediaType, detail: "send application/json: \(shape)")
         }
         let body = try await request.body.collect(upTo: maxBytes)

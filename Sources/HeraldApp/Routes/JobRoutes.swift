@@ -28,7 +28,7 @@ struct JobRoutes {
         router.api(.get, "/v1/jobs/{id}/events", scope: .read) { request, caller in
             try await events.job(
                 try request.parameters.require("id"), tenant: caller.tenant,
-                lastEventID: request.head.headerFields[.lastEventID].flatMap { Int($0.trimmingPrefix(" ")) })
+                lastEventID: request.fields[.lastEventID].flatMap { Int($0.trimmingPrefix(" ")) })
         }
         router.api(.get, "/v1/events", scope: .read) { request, caller in
             try events.tenant(caller.tenant)

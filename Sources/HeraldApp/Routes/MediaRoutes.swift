@@ -36,7 +36,7 @@ struct MediaRoutes {
 
     private func upload(_ request: Request, tenant: Tenant) async throws -> Response {
         try staging.ensureSpace(for: request.declaredLength)
-        let contentType = request.head.headerFields[.contentType] ?? ""
+        let contentType = request.fields[.contentType] ?? ""
         let id = MediaID.generate()
         let staged: StagingArea.Staged
         let type: MediaType

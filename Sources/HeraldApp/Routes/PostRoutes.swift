@@ -22,8 +22,8 @@ struct PostRoutes {
         let formLimit = maxMediaBytes * service.maxMediaPerPost + MediaRoutes.multipartOverhead
         router.api(.post, "/v1/posts", scope: .publish, maxBodySize: max(formLimit, Self.maxJSONBytes)) { request, caller in
             let tenant = caller.tenant
-            let key = try Self.idempotencyKey(request.head.headerFields[.idempotencyKey])
-            let contentType = request.head.headerFields[.contentType] ?? ""
+            let key = try Self.idempotencyKey(request.fields[.idempotencyKey])
+            let contentType = request.fields[.contentType] ?? ""
             let created: PostAndJob
             switch Self.mediaType(of: contentType) {
             case "application/json":

@@ -62,7 +62,7 @@ struct UploadRoutes {
 
     /// `POST /v1/uploads`, with the first bytes when the body has them (`creation-with-upload`).
     private func create(_ request: Request, tenant: Tenant) async throws -> Response {
-        let fields = request.head.headerFields
+        let fields = request.fields
         if fields[.uploadDeferLength] != nil {
             throw HTTPError(.badRequest, detail: "Upload-Defer-Length is not supported: send Upload-Length")
         }
@@ -115,7 +115,7 @@ struct UploadRoutes {
     /// whatever it answers.
     private static func tus(_ request: Request, route: String, _ body: () async throws -> Response) async -> Response {
         var response: Response
-        if request.head.method != .options, request.head.headerFields[.tusResumable] != TusHeaders.version {
+        if request.method != .options, request.fields[.tusResumable] != TusHeaders.version {
             response =
                 HTTPError(
                     .preconditionFailed, detail: "send Tus-Resumable: \(TusHeaders.version), the tus version this server speaks",
@@ -133,21 +133,21 @@ struct UploadRoutes {
     }
 
     private static func offset(_ request: Request) throws -> Int64 {
-        guard let text = request.head.headerFields[.uploadOffset], let offset = TusHeaders.integer(text) else {
+        guard let text = request.fields[.uploadOffset], let offset = TusHeaders.integer(text) else {
             throw HTTPError(.badRequest, detail: "send Upload-Offset: the offset the body's first byte goes at")
         }
         return offset
     }
 
     private static func requireOffsetStream(_ request: Request) throws {
-        let type = request.head.headerFields[.contentType] ?? "none"
+        let type = request.fields[.contentType] ?? "none"
         guard type.lowercased() == offsetStream else {
             throw HTTPError(.unsupportedMediaType, detail: "'\(type)' is not accepted: send the bytes as \(offsetStream)")
         }
     }
 
     private static func checksum(_ request: Request) throws -> UploadService.Checksum? {
-        guard let text = request.head.headerFields[.uploadChecksum] else { return nil }
+        guard let text = request.fields[.uploadChecksum] else { return nil }
         do {
             let (algorithm, digest) = try TusHeaders.checksum(text)
             return UploadService.Checksum(algorithm: algorithm, digest: digest)

@@ -221,7 +221,7 @@ private struct InspectedChunks<Base: AsyncSequence>: AsyncSequence where Base.El
 
 extension Request {
     /// The body's `Content-Length`, if the client declared one.
-    var declaredLength: Int? { head.headerFields[.contentLength].flatMap { Int($0) } }
+    var declaredLength: Int? { fields[.contentLength].flatMap { Int($0) } }
 }
 
 extension Upload {
