@@ -89,14 +89,12 @@ struct SQLiteJobStatusReader: JobStatusReader {
         // The job's columns repeat on every row; the upload's follow them, NULL on the LEFT JOIN's row of a job
         // without media.
         let upload = Int32(JobColumn.all.count)
-        var previous: UploadState?
         while code == SQLITE_ROW {
             if let mediaID = columns.utf8(upload) {
-                guard let state = Self.uploadState(columns.utf8(upload + 1), previous: previous) else {
+                guard let state = columns.utf8(upload + 1).flatMap(Self.uploadStates.value) else {
                     throw UnreadableRow(table: "uploads", id: "\(id)/\(String(decoding: mediaID, as: UTF8.self))")
                 }
                 // Its text is placed once the scratch text stops growing (``Row/job(text:uploads:)``).
-                previous = state
                 scratch.mediaIDs.append(scratch.keep(mediaID))
                 scratch.uploads.append(
                     BorrowedUpload(
@@ -111,12 +109,19 @@ struct SQLiteJobStatusReader: JobStatusReader {
         return row
     }
 
-    /// The upload state `utf8` names: the row before's again, unparsed, when it is the same text (a job's uploads
-    /// mostly share one).
-    private static func uploadState(_ utf8: UnsafeBufferPointer<UInt8>?, previous: UploadState?) -> UploadState? {
-        guard let utf8 else { return nil }
-        if var name = previous?.rawValue, name.withUTF8({ $0.count == utf8.count && $0.elementsEqual(utf8) }) { return previous }
-        return UploadState(rawValue: String(decoding: utf8, as: UTF8.self))
+    private static let jobStates = CaseTable<JobState>()
+    private static let uploadStates = CaseTable<UploadState>()
+
+    /// A string enum's cases found by their raw values' bytes: a column's text is read where it lies, no `String` made.
+    private struct CaseTable<Value: RawRepresentable & CaseIterable & Sendable>: Sendable where Value.RawValue == String {
+        private let cases: [(utf8: [UInt8], value: Value)]
+
+        init() { cases = Value.allCases.map { (Array($0.rawValue.utf8), $0) } }
+
+        func value(_ utf8: UnsafeBufferPointer<UInt8>) -> Value? {
+            for entry in cases where entry.utf8.count == utf8.count && entry.utf8.elementsEqual(utf8) { return entry.value }
+            return nil
+        }
     }
 
     /// Where a read keeps the row's text and uploads, reused from read to read (one per connection, under its lock).
@@ -165,7 +170,7 @@ struct SQLiteJobStatusReader: JobStatusReader {
 
         init?(_ columns: Columns, into scratch: inout Scratch) {
             guard let id = columns.utf8(.id), let postID = columns.utf8(.postID),
-                let state = columns.text(.state).flatMap(JobState.init(rawValue:)),
+                let state = columns.utf8(.state).flatMap(SQLiteJobStatusReader.jobStates.value),
                 let priority = columns.int(.priority).flatMap(Priority.init(rank:)),
                 let attempt = columns.int(.attempt),
                 let cancelRequested = columns.flag(.cancelRequested),

@@ -68,6 +68,13 @@ struct JobStatusReaderTests {
                 try db.execute(sql: "UPDATE jobs SET state = 'queued' WHERE id = ?", arguments: [id.rawValue])
             }
             #expect(try reader.job(id: id, tenant: .default)?.state == .queued)
+            // An upload's state no Herald writes, one a case's prefix or one longer than a case: each unreadable.
+            for state in ["bogus", "pend", "pendings", "PENDING"] {
+                try await plant(fixture, "UPDATE uploads SET state = ? WHERE job_id = ?", [state, id.rawValue])
+                #expect(throws: UnreadableRow.self, "\(state)") { try reader.job(id: id, tenant: .default) }
+            }
+            try await plant(fixture, "UPDATE uploads SET state = 'pending' WHERE job_id = ?", [id.rawValue])
+            #expect(try reader.job(id: id, tenant: .default)?.uploads.first?.state == .pending)
 
             // A table the prepared statement reads is gone: SQLite's error, thrown (its message kept), not a crash.
             try await fixture.storage.pool.write { db in try db.execute(sql: "ALTER TABLE uploads RENAME TO uploads_away") }
