@@ -216,13 +216,19 @@ public final class AccessLog: Sendable {
     }
 
     static func appendDecimal(_ value: Int, to bytes: inout [UInt8]) {
-        if value < 0 {
-            bytes.append(UInt8(ascii: "-"))
-            appendDecimal(0 - value, to: &bytes)
-            return
+        // Digits from the last, into a buffer on the stack, then appended in one copy (a digit at a time, each append
+        // checked the array's uniqueness and room again).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var magnitude = value.magnitude
+            var start = digits.count
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 { bytes.append(UInt8(ascii: "-")) }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
         }
-        if value >= 10 { appendDecimal(value / 10, to: &bytes) }
-        bytes.append(UInt8(ascii: "0") + UInt8(value % 10))
     }
 
     /// `text` as a JSON string literal, escaped as all of Herald's JSON is (so a line equals `JSONLogHandler`'s).

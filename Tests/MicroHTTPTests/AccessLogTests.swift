@@ -101,6 +101,14 @@ struct AccessLogTests {
         }
     }
 
+    @Test func numbersAreWrittenInDecimal() {
+        for value in [0, 7, 10, 99, 100, 1_234_567, -1, -10, Int.max, Int.min] {
+            var bytes: [UInt8] = [UInt8(ascii: "=")]
+            AccessLog.appendDecimal(value, to: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == "=\(value)")
+        }
+    }
+
     @Test func jsonLinesAreObjectsWithEveryFieldAString() throws {
         let pipe = try Pipe2()
         let log = AccessLog(format: .json, label: "herald", descriptor: pipe.write)

@@ -71,6 +71,8 @@ struct ProtectionTests {
         "/v1/jobs/%00abc", "/v1/jobs/a%2Fb", "/v1/jobs/a%2fb", "/v1/jobs/%C0%AF", "/v1/jobs/%E0%80%AF", "/v1/jobs/%ED%A0%80",
         "/v1/jobs/%FF", "/v1/jobs/%C3", "/v1/jobs/%01", "/v1/jobs/%7F", "/v1/jobs/%zz", "/v1/jobs/%4", "/a/../b", "/a/./b",
         "/a/%2e%2e/b", "/a/.%2E/b", "/v1/jobs/..", "/v1/jobs/%2e",
+        // A letter, digit or `-` where a character's continuation byte is due.
+        "/v1/jobs/%C3A%A9", "/v1/jobs/%E2%827%AC", "/v1/jobs/%C3-%A9",
     ])
     func pathsNoIDCanHoldAre400Problems(_ path: String) async throws {
         try await withLiveServer(Self.jobsRouter()) { port, _ in
