@@ -92,7 +92,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         /// The domain: media, posts, jobs, their states and rules, and their JSON shapes. No HTTP, no SQL.
-        .target(name: "HeraldCore", dependencies: ["JSONText", "Locking"], swiftSettings: swiftSettings),
+        .target(name: "HeraldCore", dependencies: ["JSONText", "Locking", "Platform"], swiftSettings: swiftSettings),
         /// Storage as protocols (the repositories, the status reader) and what every backend shares: the feed of
         /// committed changes, the uploads' live progress. No SQL.
         .target(

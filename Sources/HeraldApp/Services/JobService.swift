@@ -26,7 +26,9 @@ struct JobService: Sendable {
     /// The job as stored now, as its JSON object, and whether it is done: read without a hop, written from the row where
     /// the backend can (a plain status poll).
     func current(_ id: String, tenant: Tenant) throws -> (json: [UInt8], done: Bool) {
-        var writer = JSONWriter(capacity: 2048)
+        // Below glibc's large requests (1,024 bytes and up), each of which first consolidates the freed small chunks: a
+        // job of four uploads fits; a larger one grows the buffer.
+        var writer = JSONWriter(capacity: 1000)
         guard let jobID = JobID(validating: id), let state = try status.write(id: jobID, tenant: tenant, to: &writer) else {
             throw ServiceError.notFound(kind: "job", id: id)
         }
