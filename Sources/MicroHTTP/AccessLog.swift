@@ -124,36 +124,77 @@ public final class AccessLog: Sendable {
     // MARK: Lines
 
     private func appendText(_ entry: Entry, to buffer: inout Buffer) {
-        buffer.bytes.append(contentsOf: buffer.prefix)
-        buffer.bytes.append(literal: " info ")
-        buffer.bytes.append(utf8: label)
-        buffer.bytes.append(literal: ": bytes=")
-        if let bytes = entry.bytes { Self.appendDecimal(bytes, to: &buffer.bytes) } else { buffer.bytes.append(UInt8(ascii: "-")) }
-        buffer.bytes.append(literal: " client=")
-        buffer.bytes.append(utf8: entry.client ?? "-")
-        buffer.bytes.append(literal: " duration_us=")
-        Self.appendDecimal(entry.microseconds, to: &buffer.bytes)
-        buffer.bytes.append(literal: " method=")
-        buffer.bytes.append(utf8: entry.method)
-        buffer.bytes.append(literal: " path=")
-        buffer.bytes.append(utf8: entry.path)
-        buffer.bytes.append(literal: " request_id=")
-        buffer.bytes.append(utf8: entry.requestID)
-        if let trace = entry.trace {
-            buffer.bytes.append(literal: " span_id=")
-            buffer.bytes.append(utf8: trace.spanID)
+        // The line is put together in room made once, then appended in one copy: appended piece by piece, each of its
+        // twenty appends checked the array's uniqueness and room again. The literals and numbers take at most 224 bytes.
+        let traceSize = entry.trace.map { $0.spanID.utf8.count + $0.traceID.utf8.count } ?? 0
+        let size =
+            buffer.prefix.count + label.utf8.count + (entry.client?.utf8.count ?? 1) + entry.method.utf8.count + entry.path.utf8.count
+            + entry.requestID.utf8.count + traceSize + 224
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { room in
+            var line = Line(start: room.baseAddress!)
+            buffer.prefix.withUnsafeBufferPointer { line.add($0) }
+            line.add(" info ")
+            line.add(utf8: label)
+            line.add(": bytes=")
+            if let bytes = entry.bytes { line.add(decimal: bytes) } else { line.add("-") }
+            line.add(" client=")
+            line.add(utf8: entry.client ?? "-")
+            line.add(" duration_us=")
+            line.add(decimal: entry.microseconds)
+            line.add(" method=")
+            line.add(utf8: entry.method)
+            line.add(" path=")
+            line.add(utf8: entry.path)
+            line.add(" request_id=")
+            line.add(utf8: entry.requestID)
+            if let trace = entry.trace {
+                line.add(" span_id=")
+                line.add(utf8: trace.spanID)
+            }
+            line.add(" status=")
+            if let status = entry.status { line.add(decimal: status) } else { line.add("aborted") }
+            if let termination = entry.termination {
+                line.add(" termination=")
+                line.add(decimal: termination)
+            }
+            if let trace = entry.trace {
+                line.add(" trace_id=")
+                line.add(utf8: trace.traceID)
+            }
+            line.add(" [MicroHTTP] request\n")
+            buffer.bytes.append(contentsOf: UnsafeBufferPointer(start: room.baseAddress, count: line.count))
         }
-        buffer.bytes.append(literal: " status=")
-        if let status = entry.status { Self.appendDecimal(status, to: &buffer.bytes) } else { buffer.bytes.append(literal: "aborted") }
-        if let termination = entry.termination {
-            buffer.bytes.append(literal: " termination=")
-            Self.appendDecimal(termination, to: &buffer.bytes)
+    }
+
+    /// A line's bytes copied one piece after another into room its caller made large enough.
+    private struct Line {
+        let start: UnsafeMutablePointer<UInt8>
+        var count = 0
+
+        mutating func add(_ bytes: UnsafeBufferPointer<UInt8>) {
+            guard let base = bytes.baseAddress else { return }
+            (start + count).update(from: base, count: bytes.count)
+            count += bytes.count
         }
-        if let trace = entry.trace {
-            buffer.bytes.append(literal: " trace_id=")
-            buffer.bytes.append(utf8: trace.traceID)
+
+        mutating func add(_ literal: StaticString) {
+            add(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
         }
-        buffer.bytes.append(literal: " [MicroHTTP] request\n")
+
+        mutating func add(utf8 text: some StringProtocol) {
+            if text.utf8.withContiguousStorageIfAvailable({ add($0) }) == nil {
+                for byte in text.utf8 {
+                    start[count] = byte
+                    count += 1
+                }
+            }
+        }
+
+        mutating func add(decimal value: Int) {
+            let digits = AccessLog.decimalDigits(value.magnitude)
+            if value < 0 { add("-") }
+            withUnsafeBytes(of: digits.bytes) { add(UnsafeBufferPointer(rebasing: $0.bindMemory(to: UInt8.self)[digits.start...])) }
+        }
     }
 
     /// The members in key order, every value a string: what `JSONLogHandler` writes for the same metadata.
@@ -216,19 +257,24 @@ public final class AccessLog: Sendable {
     }
 
     static func appendDecimal(_ value: Int, to bytes: inout [UInt8]) {
-        // Digits from the last, into a buffer on the stack, then appended in one copy (a digit at a time, each append
-        // checked the array's uniqueness and room again).
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var magnitude = value.magnitude
-            var start = digits.count
+        let digits = decimalDigits(value.magnitude)
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        withUnsafeBytes(of: digits.bytes) { bytes.append(contentsOf: $0[digits.start...]) }
+    }
+
+    /// `value`'s decimal digits, the last at the end of 24 bytes (a 64-bit number needs 20 at most), and where the first is.
+    static func decimalDigits(_ value: UInt) -> (bytes: (UInt64, UInt64, UInt64), start: Int) {
+        var bytes: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        var start = 24
+        withUnsafeMutableBytes(of: &bytes) { digits in
+            var rest = value
             repeat {
                 start -= 1
-                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            if value < 0 { bytes.append(UInt8(ascii: "-")) }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+                digits[start] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
         }
+        return (bytes, start)
     }
 
     /// `text` as a JSON string literal, escaped as all of Herald's JSON is (so a line equals `JSONLogHandler`'s).
