@@ -34,14 +34,13 @@ public enum Identifier {
     public static func isValid(_ text: String) -> Bool {
         guard text.utf8.count == 36 else { return false }
         var text = text
+        // Checked on every request that names an id: one pass, two comparisons a byte.
+        let hyphens: UInt64 = 1 << 8 | 1 << 13 | 1 << 18 | 1 << 23
         return text.withUTF8 { utf8 in
             for index in 0..<36 {
                 let byte = utf8[index]
-                if index == 8 || index == 13 || index == 18 || index == 23 {
-                    guard byte == ASCII.hyphen else { return false }
-                } else {
-                    guard hexValue(byte) != nil else { return false }
-                }
+                let valid = hyphens >> index & 1 == 1 ? byte == ASCII.hyphen : byte &- UInt8(ascii: "0") < 10 || byte &- UInt8(ascii: "a") < 6
+                if !valid { return false }
             }
             return true
         }

@@ -95,6 +95,9 @@ struct IdentifierTests {
             "019ab5ca-8a4b7-d41-9e6f-0a1b2c3d4e5f",  // hyphen misplaced
             "../../../etc/passwd-0000000000000000",
             "019ab5ca-8a4b-7d41-9e6f-0a1b2c3d4é5",  // 36 characters, not 36 bytes
+            // Just outside the digits and letters, and a hyphen where a digit belongs.
+            "019ab5ca-8a4b-7d41-9e6f-0a1b2c3d4e5:", "/19ab5ca-8a4b-7d41-9e6f-0a1b2c3d4e5f", "019ab5ca-8a4b-7d41-9e6f-0a1b2c3d4e5`",
+            "019ab5ca-8a4b-7d41-9e6f-0a1b2c3d4e-f",
         ]
     )
     func invalid(id: String) {

@@ -17,7 +17,7 @@ public final class AccessGate: Gate {
 
     let mode: Mode
     /// Requests a second per key (burst twice that); nil: no limit.
-    let keyLimit: RateLimiter<KeyID>?
+    let keyLimit: RateLimiter<Caller.LimitKey>?
     /// Failed authentications per client address (a minute's worth); nil: no limit.
     let failureLimit: RateLimiter<String>?
 
@@ -88,7 +88,7 @@ public final class AccessGate: Gate {
         case .unavailable?:
             return .databaseUnavailable("API keys cannot be checked right now: the database cannot be reached; try again shortly")
         }
-        if let keyLimit, let id = caller.keyID, case .limited(let retryAfter) = keyLimit.take(id, now: now) {
+        if let keyLimit, let key = caller.limitKey, case .limited(let retryAfter) = keyLimit.take(key, now: now) {
             return Self.tooManyRequests(
                 retryAfter: retryAfter, policy: keyPolicy, detail: "this key made more than \(Int(keyLimit.rate)) requests a second; retry later")
         }
