@@ -85,7 +85,9 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     private func refilled(_ bucket: Bucket, now: ContinuousClock.Instant) -> Double {
         let elapsed = bucket.updated.duration(to: now)
         guard elapsed > .zero else { return bucket.tokens }
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        // Split once: each `components` divides a 128-bit count of attoseconds.
+        let (whole, attoseconds) = elapsed.components
+        let seconds = Double(whole) + Double(attoseconds) * 1e-18
         return min(localBurst, bucket.tokens + seconds * localRate)
     }
 
