@@ -99,8 +99,11 @@ public struct Request: Sendable {
 
 /// The values of a route's path parameters.
 public struct Parameters: Sendable, Hashable {
-    /// In template order. A route has one or two: a scan beats hashing, and an empty array allocates nothing.
-    private var values: [Value] = []
+    /// In template order. A route has one or two: they are held in place (an array was allocated for each request), a
+    /// third and more in `rest`.
+    private var first: Value?
+    private var second: Value?
+    private var rest: [Value] = []
 
     private struct Value: Sendable, Hashable {
         let name: String
@@ -108,29 +111,56 @@ public struct Parameters: Sendable, Hashable {
     }
 
     public init(_ values: [String: String] = [:]) {
-        self.values = values.map { Value(name: $0.key, value: $0.value) }
+        store(values.map { Value(name: $0.key, value: $0.value) })
+    }
+
+    /// Every value, in order.
+    private var all: [Value] { [first, second].compactMap { $0 } + rest }
+
+    private mutating func store(_ values: [Value]) {
+        first = values.first
+        second = values.dropFirst().first
+        rest = Array(values.dropFirst(2))
     }
 
     public subscript(_ name: String) -> String? {
-        get { values.first { $0.name == name }?.value }
+        get {
+            if let first, first.name == name { return first.value }
+            if let second, second.name == name { return second.value }
+            return rest.first { $0.name == name }?.value
+        }
         set {
+            // A new name after the others, in place while there is room: what routing does, once a segment.
+            if self[name] == nil, let newValue {
+                let value = Value(name: name, value: newValue)
+                if first == nil {
+                    first = value
+                } else if second == nil {
+                    second = value
+                } else {
+                    rest.append(value)
+                }
+                return
+            }
+            var values = all
             let index = values.firstIndex { $0.name == name }
             switch (index, newValue) {
             case (let index?, let value?): values[index].value = value
             case (let index?, nil): values.remove(at: index)
-            case (nil, let value?): values.append(Value(name: name, value: value))
-            case (nil, nil): break
+            case (nil, _): break
             }
+            store(values)
         }
     }
 
     /// Equal when they hold the same names with the same values, in whatever order they were set.
     public static func == (lhs: Parameters, rhs: Parameters) -> Bool {
-        lhs.values.count == rhs.values.count && lhs.values.allSatisfy { rhs[$0.name] == $0.value }
+        let values = lhs.all
+        return values.count == rhs.all.count && values.allSatisfy { rhs[$0.name] == $0.value }
     }
 
     public func hash(into hasher: inout Hasher) {
-        for value in values.sorted(by: { $0.name < $1.name }) { hasher.combine(value) }
+        for value in all.sorted(by: { $0.name < $1.name }) { hasher.combine(value) }
     }
 
     /// The value of `name`, which the route template guarantees.

@@ -114,6 +114,23 @@ struct RouterTests {
         #expect(set == Parameters(["id": "x"]))
     }
 
+    @Test func parametersBeyondTwoAreKeptChangedAndRemovedAlike() {
+        var set = Parameters()
+        for (name, value) in [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")] { set[name] = value }
+        #expect(["a", "b", "c", "d", "e"].map { set[$0] } == ["1", "2", "3", "4", nil])
+        set["c"] = "30"
+        set["b"] = "20"
+        set["a"] = nil
+        #expect(["a", "b", "c", "d"].map { set[$0] } == [nil, "20", "30", "4"])
+        #expect(set == Parameters(["b": "20", "c": "30", "d": "4"]))
+        set["e"] = "5"
+        set["d"] = nil
+        set["b"] = nil
+        #expect(set == Parameters(["c": "30", "e": "5"]))
+        set["zzz"] = nil
+        #expect(set == Parameters(["c": "30", "e": "5"]))
+    }
+
     @Test func headFallsBackToGet() async {
         #expect(await respond(.head, "/v1/jobs/x").status == .ok)
     }

@@ -48,10 +48,12 @@ struct JobRoutes {
 
     /// A job's JSON as `GET /v1/jobs/{id}` answers it.
     private static func response(json: [UInt8], done: Bool) -> Response {
-        var fields: HTTPFields = [.contentType: "application/json"]
-        if !done { fields[.retryAfter] = "1" }
-        return Response(headerFields: fields, body: .bytes(json))
+        Response(headerFields: done ? doneFields : runningFields, body: .bytes(json))
     }
+
+    /// A done job's fields and a running one's, made once: each answer shares their storage instead of building its own.
+    private static let doneFields: HTTPFields = [.contentType: "application/json"]
+    private static let runningFields: HTTPFields = [.contentType: "application/json", .retryAfter: "1"]
 
     /// `?wait=`: absent is 0; else 0 to 30 in plain digits, or 400.
     static func wait(_ raw: String?) throws -> Int {
