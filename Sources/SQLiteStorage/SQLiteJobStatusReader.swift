@@ -119,7 +119,14 @@ struct SQLiteJobStatusReader: JobStatusReader {
         init() { cases = Value.allCases.map { (Array($0.rawValue.utf8), $0) } }
 
         func value(_ utf8: UnsafeBufferPointer<UInt8>) -> Value? {
-            for entry in cases where entry.utf8.count == utf8.count && entry.utf8.elementsEqual(utf8) { return entry.value }
+            for entry in cases where entry.utf8.count == utf8.count {
+                // Compared in place: `elementsEqual` iterated both sides generically, a few times this loop's cost.
+                let same = entry.utf8.withUnsafeBufferPointer { expected in
+                    for index in expected.indices where expected[index] != utf8[index] { return false }
+                    return true
+                }
+                if same { return entry.value }
+            }
             return nil
         }
     }
