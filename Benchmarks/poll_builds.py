@@ -7,12 +7,15 @@ The first build ingests 4 media and publishes a post; the second runs on a copy 
 checked byte for byte equal), and `c-status --product` reads the first one's database. Each round polls
 `GET /v1/jobs/{id}` on each of the three with `wrk -t1 -c32` (one untimed second first), and reads the server's user
 and system CPU from /proc/PID/stat around the run: req/s and CPU µs a poll, split into user and system time (which
-`make bench` does not split). Prints one line a run and the medians; writes nothing else.
+`make bench` does not split), and how often wrk went to sleep a request (its voluntary context switches): each time,
+the server's next answer pays for waking it (in the server's system time). Prints one line a run and the medians;
+writes nothing else.
 """
 import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,14 +38,17 @@ def poll(server, path, seconds):
     command = ["wrk", "-t1", "-c32", f"-d{seconds}s", "-H", f"Authorization: {run.authorization(server.url(path))}", server.url(path)]
     subprocess.run(command[:3] + ["-d1s"] + command[4:], capture_output=True, check=True, timeout=60)
     user, system = cpu_ticks(server.process.pid)
+    sleeps = resource.getrusage(resource.RUSAGE_CHILDREN).ru_nvcsw
     output = subprocess.run(command, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
+    sleeps = resource.getrusage(resource.RUSAGE_CHILDREN).ru_nvcsw - sleeps
     user_after, system_after = cpu_ticks(server.process.pid)
     requests = int(re.search(r"(\d+) requests in", output).group(1))
     if re.search(r"Non-2xx or 3xx responses", output):
         raise SystemExit(f"{server.url(path)} answered errors:\n{output}")
     tick = os.sysconf("SC_CLK_TCK")
     per_poll = lambda ticks: ticks / tick / max(requests, 1) * 1e6  # noqa: E731
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)), per_poll(user_after - user), per_poll(system_after - system)
+    return (float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)), per_poll(user_after - user), per_poll(system_after - system),
+            sleeps / max(requests, 1))
 
 
 def main():
@@ -96,15 +102,17 @@ def main():
         for round_number in range(1, args.rounds + 1):
             for name, server in contenders:
                 results[name].append(poll(server, path, args.seconds))
-                rate, user, system = results[name][-1]
-                print(f"round {round_number} {name}: {rate:,.0f} req/s, user {user:.1f} µs, system {system:.1f} µs a poll", flush=True)
+                rate, user, system, sleeps = results[name][-1]
+                print(f"round {round_number} {name}: {rate:,.0f} req/s, user {user:.1f} µs, system {system:.1f} µs a poll; "
+                      f"wrk slept {sleeps:.2f} times a request", flush=True)
         print(f"\nmedians of {args.rounds} rounds (req/s min–max):")
         medians = {}
         for name, rows in results.items():
-            rate, user, system = (statistics.median(row[index] for row in rows) for index in range(3))
+            rate, user, system, sleeps = (statistics.median(row[index] for row in rows) for index in range(4))
             medians[name] = (rate, user + system)
             low, high = min(row[0] for row in rows), max(row[0] for row in rows)
-            print(f"{name}: {rate:,.0f} ({low:,.0f}–{high:,.0f}) req/s; user {user:.1f}, system {system:.1f}, CPU {user + system:.1f} µs a poll")
+            print(f"{name}: {rate:,.0f} ({low:,.0f}–{high:,.0f}) req/s; user {user:.1f}, system {system:.1f}, CPU {user + system:.1f} µs a poll; "
+                  f"wrk slept {sleeps:.2f} times a request")
         c_rate, c_cpu = medians["C, product work"]
         for name in ("before", "after"):
             rate, cpu = medians[name]
