@@ -164,7 +164,7 @@ final class Daemon: Sendable {
     ) {
         let elapsed = ContinuousClock.now - started
         trace?.end(status: status)
-        let key = MeterKey(method: method.rawValue, route: route, status: status)
+        let key = MeterKey(method: Self.methodLabel(method), route: route, status: status)
         let meter = meters.withLock { meters in
             if let meter = meters[key] { return meter }
             let meter = Meters(
@@ -202,10 +202,26 @@ final class Daemon: Sendable {
     /// A request's status as its metrics and log line name it: `aborted` when none was sent.
     private static func statusLabel(_ status: Int?) -> String { status.map(String.init) ?? "aborted" }
 
+    /// A method as the metrics label it: one of HTTP's own, else `_OTHER` (OpenTelemetry's name for it), so that a
+    /// client's made-up methods cannot add labels without bound.
+    private static func methodLabel(_ method: HTTPRequest.Method) -> String {
+        knownMethods.contains(method) ? method.rawValue : "_OTHER"
+    }
+
+    private static let knownMethods: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .options, .connect, .trace]
+
     private struct MeterKey: Hashable {
         var method: String
         var route: String
         var status: Int?
+
+        /// Lengths and the status, not the text: a few routes share a hash, and the lookup every request makes is cheap
+        /// (hashing both strings cost more than the rest of recording the request).
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(method.utf8.count)
+            hasher.combine(route.utf8.count)
+            hasher.combine(status)
+        }
     }
 
     private struct Meters: Sendable {

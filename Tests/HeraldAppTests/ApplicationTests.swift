@@ -132,6 +132,25 @@ struct ApplicationTests {
         }
     }
 
+    @Test func methodsNoRouteKnowsShareOneMetricsLabel() async throws {
+        try await withHerald { base, _, _ in
+            // A client picks the method: each made-up one a label of its own would grow the metrics without bound.
+            for method in ["FOO1", "FOO2", "BREW"] {
+                var request = HTTPClientRequest(url: "\(base)/healthz")
+                request.method = .RAW(value: method)
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                #expect(response.status == .methodNotAllowed)
+            }
+            let (_, _, body) = try await get("\(base)/metrics")
+            #expect(!body.contains("FOO1") && !body.contains("FOO2") && !body.contains("BREW"))
+            let label = #"http_requests_total{method="_OTHER",route="unmatched",status="405"} "#
+            let line = try #require(body.split(separator: "\n").first { $0.hasPrefix(label) }, "\(body)")
+            // At least this test's three (other suites share the process's registry).
+            let count = Int(line.dropFirst(label.count))
+            #expect(count.map { $0 >= 3 } == true, "\(line)")
+        }
+    }
+
     @Test func metricsServesTheRegistryTheCallerGave() async throws {
         // A registry of the test's own, not bootstrapped: /metrics shows what is in it, and only that.
         let registry = PrometheusCollectorRegistry()
