@@ -255,13 +255,15 @@ final class Daemon: Sendable {
             RequestTrace.start(tracer: $0, method: rawMethod, path: url, fields: head.fields, client: client, secure: configuration.tls != nil)
         }
         let connection = Connection(pointer: pointer)
-        let parsedMethod = HTTPRequest.Method(rawMethod)
-        let refusal = Self.refusal(
-            of: head, urlSize: url.utf8.count, method: parsedMethod, target: target, isHTTP11: isHTTP11, maxHeaderSize: configuration.maxHeaderSize)
-        guard let method = parsedMethod, refusal == nil else {
+        let method: HTTPRequest.Method
+        switch Self.check(
+            head, method: rawMethod, urlSize: url.utf8.count, target: target, isHTTP11: isHTTP11, maxHeaderSize: configuration.maxHeaderSize)
+        {
+        case .success(let checked): method = checked
+        case .failure(let refusal):
             return answerAtOnce(
-                refusal ?? HTTPError(.badRequest, detail: "malformed method"), connection: connection, close: true, method: parsedMethod ?? .get,
-                path: Substring(url), route: "-", requestID: requestID, client: client, started: started, logger: logger, trace: trace)
+                refusal, connection: connection, close: true, method: HTTPRequest.Method(rawMethod) ?? .get, path: Substring(url), route: "-",
+                requestID: requestID, client: client, started: started, logger: logger, trace: trace)
         }
         let transferEncoding = head.transferEncoding
         let contentLength = head.contentLength
@@ -302,26 +304,28 @@ final class Daemon: Sendable {
         return .YES
     }
 
-    /// What is wrong with a head the protections refuse (the connection is then closed); nil when nothing is. Apart from
-    /// `begin`, so that the refusals' code does not sit between the lines every request runs.
+    /// The head's method, or what the protections refuse in the head (the connection is then closed). Apart from `begin`,
+    /// so that the refusals' code does not sit between the lines every request runs.
     @inline(never)
-    private static func refusal(
-        of head: Head, urlSize: Int, method: HTTPRequest.Method?, target: TargetProblem?, isHTTP11: Bool, maxHeaderSize: Int
-    ) -> HTTPError? {
+    private static func check(
+        _ head: Head, method rawMethod: String, urlSize: Int, target: TargetProblem?, isHTTP11: Bool, maxHeaderSize: Int
+    ) -> Result<HTTPRequest.Method, HTTPError> {
         // Checked first: heads past the budget are refused before their fields are looked at.
-        if head.size + urlSize > maxHeaderSize { return HTTPError.headerTooLarge(limit: maxHeaderSize) }
-        if method == nil { return HTTPError(.badRequest, detail: "malformed method") }
-        if let target { return HTTPError(.badRequest, detail: target.detail) }
-        if let problem = head.problem { return HTTPError(.badRequest, detail: problem) }
+        if head.size + urlSize > maxHeaderSize { return .failure(HTTPError.headerTooLarge(limit: maxHeaderSize)) }
+        guard let method = HTTPRequest.Method(rawMethod) else { return .failure(HTTPError(.badRequest, detail: "malformed method")) }
+        if let target { return .failure(HTTPError(.badRequest, detail: target.detail)) }
+        if let problem = head.problem { return .failure(HTTPError(.badRequest, detail: problem)) }
         if head.transferEncoding != nil, head.contentLength != nil {
-            return HTTPError(.badRequest, detail: "Transfer-Encoding and Content-Length together are refused")
+            return .failure(HTTPError(.badRequest, detail: "Transfer-Encoding and Content-Length together are refused"))
         }
         if let transferEncoding = head.transferEncoding, head.transferEncodings > 1 || transferEncoding.lowercased() != "chunked" {
-            return HTTPError(.badRequest, detail: "only the chunked transfer-coding is accepted")
+            return .failure(HTTPError(.badRequest, detail: "only the chunked transfer-coding is accepted"))
         }
-        if head.contentLengths > 1 { return HTTPError(.badRequest, detail: "more than one Content-Length") }
-        if head.hosts > 1 || (isHTTP11 && head.hosts == 0) { return HTTPError(.badRequest, detail: "HTTP/1.1 requests need exactly one Host header") }
-        return nil
+        if head.contentLengths > 1 { return .failure(HTTPError(.badRequest, detail: "more than one Content-Length")) }
+        if head.hosts > 1 || (isHTTP11 && head.hosts == 0) {
+            return .failure(HTTPError(.badRequest, detail: "HTTP/1.1 requests need exactly one Host header"))
+        }
+        return .success(method)
     }
 
     /// An answer without a handler (the gate's refusal, 404, 405, 413): held and answered on the next call when there is
