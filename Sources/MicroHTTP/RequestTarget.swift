@@ -46,7 +46,8 @@ enum TargetProblem: Int {
             var byte = UInt8(bitPattern: uri[index])
             if byte == 0 || byte == UInt8(ascii: "?") { break }
             index += 1
-            // Most of a path: a digit, a letter or `-` outside a multi-byte character, which nothing below refuses.
+            // Most of a path: a byte from `0` to `~` (digits, letters, most punctuation) or `-`, outside a multi-byte
+            // character, which nothing below refuses.
             if byte &- 0x30 < 0x4F || byte == UInt8(ascii: "-"), utf8.isComplete {
                 length += 1
                 continue
