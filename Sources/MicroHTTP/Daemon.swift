@@ -164,7 +164,7 @@ final class Daemon: Sendable {
     ) {
         let elapsed = ContinuousClock.now - started
         trace?.end(status: status)
-        let key = MeterKey(method: Self.methodLabel(method), route: route, status: status)
+        let key = MeterKey(method: method.label, route: route, status: status)
         let meter = meters.withLock { meters in
             if let meter = meters[key] { return meter }
             let meter = Meters(
@@ -201,14 +201,6 @@ final class Daemon: Sendable {
 
     /// A request's status as its metrics and log line name it: `aborted` when none was sent.
     private static func statusLabel(_ status: Int?) -> String { status.map(String.init) ?? "aborted" }
-
-    /// A method as the metrics label it: one of HTTP's own, else `_OTHER` (OpenTelemetry's name for it), so that a
-    /// client's made-up methods cannot add labels without bound.
-    private static func methodLabel(_ method: HTTPRequest.Method) -> String {
-        knownMethods.contains(method) ? method.rawValue : "_OTHER"
-    }
-
-    private static let knownMethods: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .options, .connect, .trace]
 
     private struct MeterKey: Hashable {
         var method: String
@@ -279,7 +271,7 @@ final class Daemon: Sendable {
             return refuse(error, route: label, request: request, hasBody: hasBody, connection: connection, started: started, slot: slot)
         case .route(let found, let bodyLimit):
             (route, limit) = (found, bodyLimit)
-            trace?.routed(method: rawMethod, template: found.template)
+            trace?.routed(method: method, template: found.template)
         }
         if !hasBody, let response = Router.runImmediately(route, request) {
             // Queued on the next call: one queued during this first call makes libmicrohttpd close the connection.

@@ -31,9 +31,12 @@ public final class RequestTrace: Sendable {
         if let parent = fields[.traceparent].flatMap(TraceParent.init) {
             tracer.extract(TraceFields(traceparent: parent.description, tracestate: fields[.tracestate]), into: &context, using: TraceFields.Access())
         }
-        // Named by the method until the route is known (the semantic conventions' `{method} {http.route}`).
-        let span = tracer.startSpan(method, context: context, ofKind: .server)
-        span.attributes["http.request.method"] = method
+        // Named by the method until the route is known (the semantic conventions' `{method} {http.route}`); a method HTTP
+        // does not define is `_OTHER`, and the span `HTTP`, the one sent kept beside them (no names without bound).
+        let label = HTTPRequest.Method(method)?.label ?? HTTPRequest.Method.other
+        let span = tracer.startSpan(label == HTTPRequest.Method.other ? "HTTP" : label, context: context, ofKind: .server)
+        span.attributes["http.request.method"] = label
+        if label != method { span.attributes["http.request.method_original"] = method }
         span.attributes["url.path"] = path
         span.attributes["url.scheme"] = secure ? "https" : "http"
         if let client { span.attributes["client.address"] = client }
@@ -41,8 +44,9 @@ public final class RequestTrace: Sendable {
     }
 
     /// The route the request took: the span's name and `http.route`.
-    func routed(method: String, template: String) {
-        span.operationName = "\(method) \(template)"
+    func routed(method: HTTPRequest.Method, template: String) {
+        let label = method.label
+        span.operationName = "\(label == HTTPRequest.Method.other ? "HTTP" : label) \(template)"
         span.attributes["http.route"] = template
     }
 
@@ -58,6 +62,15 @@ public final class RequestTrace: Sendable {
         }
         span.end()
     }
+}
+
+extension HTTPRequest.Method {
+    /// The method as metrics and spans name it: one of HTTP's own, else `_OTHER` (OpenTelemetry's name for it), so that a
+    /// client's made-up methods add no labels or span names without bound.
+    var label: String { Self.standard.contains(self) ? rawValue : Self.other }
+
+    static let other = "_OTHER"
+    private static let standard: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .options, .connect, .trace]
 }
 
 extension HTTPField.Name {

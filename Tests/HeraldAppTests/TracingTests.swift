@@ -157,6 +157,21 @@ struct TracingTests {
         }
     }
 
+    @Test func aMethodHTTPDoesNotDefineNamesNoSpan() async throws {
+        try await OTLPReceiver.with { receiver in
+            try await withHerald(configure: Self.traced(receiver.base)) { base, _, _ in
+                #expect(try await send("\(base)/healthz", method: .RAW(value: "BREW")) == .methodNotAllowed)
+                let spans = try await receiver.spans(atLeast: 1)
+                let span = try #require(spans.first { $0.attributes["http.request.method_original"] == "BREW" }, "\(spans.map(\.name))")
+                // OpenTelemetry's HTTP conventions: the name `HTTP`, the method `_OTHER`, the one sent beside it.
+                #expect(span.name == "HTTP")
+                #expect(span.attributes["http.request.method"] == "_OTHER")
+                #expect(span.attributes["http.response.status_code"] == "405")
+                #expect(spans.allSatisfy { !$0.name.contains("BREW") })
+            }
+        }
+    }
+
     /// A publish with two media to the S3 fake (one PUT answered 503 once), and its webhook, followed end to end: the
     /// request's span, the job's run linked to it, an upload attempt per try under the run, a client span per S3
     /// request under its attempt with the `traceparent` S3 got, and the delivery's span linked to the request.
