@@ -62,7 +62,7 @@ let package = Package(
         .target(name: "Platform", swiftSettings: swiftSettings),
         /// `Synchronization.Mutex`'s stand-in in ThreadSanitizer builds (`-DHERALD_TSAN`), which TSan can see; empty otherwise.
         .target(name: "Locking", swiftSettings: swiftSettings),
-        /// JSON string escaping, the one rule for every JSON text written by hand (responses, access log, problems).
+        /// JSON string escaping and decimal numbers, one rule each for every text written by hand (responses, access log, problems).
         .target(name: "JSONText", swiftSettings: swiftSettings),
 
         /// What every traced part shares: a span's W3C `traceparent`, and the ids log lines carry.

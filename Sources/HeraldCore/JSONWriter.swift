@@ -136,7 +136,7 @@ public struct JSONWriter: ~Copyable {
     }
 
     public mutating func int(_ value: Int) {
-        reserve(21)
+        reserve(DecimalDigits.maximumCount + 1)
         separate()
         // Most of an answer's numbers (attempts, counts) are one digit.
         if (0..<10).contains(value) {
@@ -144,22 +144,7 @@ public struct JSONWriter: ~Copyable {
             needsComma = true
             return
         }
-        if value < 0 { put(UInt8(ascii: "-")) }
-        // Digits from the right into a scratch tuple, then in order: at most 20 for a 64-bit magnitude.
-        var magnitude = value.magnitude
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        let written = withUnsafeMutableBytes(of: &digits) { scratch in
-            var index = scratch.count
-            repeat {
-                index -= 1
-                scratch[index] = UInt8(truncatingIfNeeded: magnitude % 10) &+ UInt8(ascii: "0")
-                magnitude /= 10
-            } while magnitude > 0
-            let written = scratch.count - index
-            (start + count).update(from: scratch.baseAddress!.advanced(by: index).assumingMemoryBound(to: UInt8.self), count: written)
-            return written
-        }
-        count += written
+        count += DecimalDigits.write(value, to: start + count)
         needsComma = true
     }
 

@@ -125,11 +125,12 @@ public final class AccessLog: Sendable {
 
     private func appendText(_ entry: Entry, to buffer: inout Buffer) {
         // The line is put together in room made once, then appended in one copy: appended piece by piece, each of its
-        // twenty appends checked the array's uniqueness and room again. The literals and numbers take at most 224 bytes.
+        // twenty appends checked the array's uniqueness and room again. The literals take at most 144 bytes, the four numbers
+        // `DecimalDigits.maximumCount` each.
         let traceSize = entry.trace.map { $0.spanID.utf8.count + $0.traceID.utf8.count } ?? 0
         let size =
             buffer.prefix.count + label.utf8.count + (entry.client?.utf8.count ?? 1) + entry.method.utf8.count + entry.path.utf8.count
-            + entry.requestID.utf8.count + traceSize + 224
+            + entry.requestID.utf8.count + traceSize + 144 + 4 * DecimalDigits.maximumCount
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { room in
             var line = Line(start: room.baseAddress!)
             buffer.prefix.withUnsafeBufferPointer { line.add($0) }
@@ -191,9 +192,7 @@ public final class AccessLog: Sendable {
         }
 
         mutating func add(decimal value: Int) {
-            let digits = AccessLog.decimalDigits(value.magnitude)
-            if value < 0 { add("-") }
-            withUnsafeBytes(of: digits.bytes) { add(UnsafeBufferPointer(rebasing: $0.bindMemory(to: UInt8.self)[digits.start...])) }
+            count += DecimalDigits.write(value, to: start + count)
         }
     }
 
@@ -257,40 +256,13 @@ public final class AccessLog: Sendable {
     }
 
     static func appendDecimal(_ value: Int, to bytes: inout [UInt8]) {
-        let digits = decimalDigits(value.magnitude)
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        withUnsafeBytes(of: digits.bytes) { bytes.append(contentsOf: $0[digits.start...]) }
-    }
-
-    /// `value`'s decimal digits, the last at the end of 24 bytes (a 64-bit number needs 20 at most), and where the first is.
-    static func decimalDigits(_ value: UInt) -> (bytes: (UInt64, UInt64, UInt64), start: Int) {
-        var bytes: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        var start = 24
-        withUnsafeMutableBytes(of: &bytes) { digits in
-            var rest = value
-            repeat {
-                start -= 1
-                digits[start] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-            } while rest > 0
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: DecimalDigits.maximumCount) { room in
+            bytes.append(contentsOf: UnsafeBufferPointer(start: room.baseAddress, count: DecimalDigits.write(value, to: room.baseAddress!)))
         }
-        return (bytes, start)
     }
 
     /// `text` as a JSON string literal, escaped as all of Herald's JSON is (so a line equals `JSONLogHandler`'s).
     static func appendJSONString(_ text: Substring, to bytes: inout [UInt8]) {
         JSONEscaping.appendString(text.utf8, to: &bytes)
-    }
-}
-
-extension [UInt8] {
-    /// Appends a literal's bytes in one copy.
-    fileprivate mutating func append(literal text: StaticString) {
-        append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-    }
-
-    /// Appends `text`'s UTF-8 in one copy (appending its `utf8` view went byte by byte for a substring).
-    fileprivate mutating func append(utf8 text: some StringProtocol) {
-        if text.utf8.withContiguousStorageIfAvailable({ append(contentsOf: $0) }) == nil { append(contentsOf: Array(text.utf8)) }
     }
 }

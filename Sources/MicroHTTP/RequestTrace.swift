@@ -33,8 +33,9 @@ public final class RequestTrace: Sendable {
         }
         // Named by the method until the route is known (the semantic conventions' `{method} {http.route}`); a method HTTP
         // does not define is `_OTHER`, and the span `HTTP`, the one sent kept beside them (no names without bound).
-        let label = HTTPRequest.Method(method)?.label ?? HTTPRequest.Method.other
-        let span = tracer.startSpan(label == HTTPRequest.Method.other ? "HTTP" : label, context: context, ofKind: .server)
+        let known = HTTPRequest.Method(method)
+        let label = known?.label ?? HTTPRequest.Method.other
+        let span = tracer.startSpan(known?.spanName ?? "HTTP", context: context, ofKind: .server)
         span.attributes["http.request.method"] = label
         if label != method { span.attributes["http.request.method_original"] = method }
         span.attributes["url.path"] = path
@@ -45,8 +46,7 @@ public final class RequestTrace: Sendable {
 
     /// The route the request took: the span's name and `http.route`.
     func routed(method: HTTPRequest.Method, template: String) {
-        let label = method.label
-        span.operationName = "\(label == HTTPRequest.Method.other ? "HTTP" : label) \(template)"
+        span.operationName = "\(method.spanName) \(template)"
         span.attributes["http.route"] = template
     }
 
@@ -68,6 +68,9 @@ extension HTTPRequest.Method {
     /// The method as metrics and spans name it: one of HTTP's own, else `_OTHER` (OpenTelemetry's name for it), so that a
     /// client's made-up methods add no labels or span names without bound.
     var label: String { Self.standard.contains(self) ? rawValue : Self.other }
+
+    /// How a span's name begins: the method, or `HTTP` for one HTTP does not define.
+    var spanName: String { Self.standard.contains(self) ? rawValue : "HTTP" }
 
     static let other = "_OTHER"
     private static let standard: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .options, .connect, .trace]
