@@ -3,7 +3,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-replicas bench-fair bench-callgrind bench-webhooks verify-container clean \
+.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-replicas bench-fair bench-callgrind layout callgrind-deps bench-webhooks verify-container clean \
 	reliability reliability-deps fuzz
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
@@ -96,10 +96,18 @@ bench-fair: release
 
 ## Instructions a status poll, split by who spends them (Herald's code, the Swift runtime, SQLite, libmicrohttpd,
 ## libc), for Herald and the C servers, counted by valgrind's callgrind (Benchmarks/callgrind.py; about 3 minutes).
-bench-callgrind: release
+bench-callgrind: release callgrind-deps
+	python3 Benchmarks/callgrind.py --skip-swift-build $(BENCH_ARGS)
+
+## Rewrites Sources/herald/hot-functions.txt, the order release builds link the status poll's functions in, from a
+## callgrind run of the polls (make bench-callgrind's). Run it after a change to the poll's path, then `make release`.
+layout: release callgrind-deps
+	python3 Benchmarks/callgrind.py --skip-swift-build --layout Sources/herald/hot-functions.txt $(BENCH_ARGS)
+
+## valgrind, and OpenSSL's headers for the C status server.
+callgrind-deps:
 	@command -v valgrind >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq valgrind; }
 	@dpkg -s libssl-dev >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq libssl-dev; }
-	python3 Benchmarks/callgrind.py --skip-swift-build $(BENCH_ARGS)
 
 ## Webhook deliveries a second to a local nginx that answers 204: a backlog, then live job endings (release build).
 bench-webhooks: release

@@ -7,7 +7,15 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     // https://github.com/swiftlang/swift-evolution/blob/main/proposals/0444-member-import-visibility.md
     .enableUpcomingFeature("MemberImportVisibility"),
+    // Each function in a section of its own, so that the linker can place the ones a status poll runs side by side.
+    .unsafeFlags(["-function-sections"], .when(platforms: [.linux], configuration: .release)),
 ]
+
+/// The order the functions a status poll runs are linked in (gold's `--section-ordering-file`), hottest first, written
+/// by `make layout` from a callgrind run of the polls: their code on about 70 pages instead of 180, which took 1.2 µs
+/// of a poll's 14 µs of user time on this machine (BENCHMARKS.md). A function the list no longer names (renamed, gone)
+/// is linked where it would be anyway: a stale list costs speed, never correctness.
+let hotFunctions = "\(Context.packageDirectory)/Sources/herald/hot-functions.txt"
 
 let package = Package(
     name: "herald",
@@ -240,7 +248,11 @@ let package = Package(
                 .product(name: "Rainbow", package: "Rainbow"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: swiftSettings
+            exclude: ["hot-functions.txt"],
+            swiftSettings: swiftSettings,
+            linkerSettings: [
+                .unsafeFlags(["-Xlinker", "--section-ordering-file=\(hotFunctions)"], .when(platforms: [.linux], configuration: .release))
+            ]
         ),
 
         // MARK: Build tooling

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Instructions a status poll costs, counted by valgrind's callgrind and split by who spends them (issue 35).
 
-    python3 Benchmarks/callgrind.py [--polls 1000] [--skip-swift-build]
+    python3 Benchmarks/callgrind.py [--polls 1000] [--skip-swift-build] [--layout PATH]
                                     (`make bench-callgrind`: a release build first; writes Benchmarks/out/callgrind.md and
-                                    its part of BENCHMARKS.md)
+                                    its part of BENCHMARKS.md; `make layout` writes Sources/herald/hot-functions.txt too)
 
 Three servers answer the same `GET /v1/jobs/{id}` (a succeeded job of 4 media, on a copy of one data directory): Herald
 at `herald serve`'s defaults (info: the access log on) with a key whose rate limit the load never reaches, the C server
@@ -174,6 +174,16 @@ def self_costs(path):
     return costs
 
 
+def hot_functions(costs, binary, polls_count):
+    """The functions of Herald's own binary that spent at least 3 instructions a poll, hottest first: what the linker
+    places side by side (each is in a section `.text.NAME` of its own). Names callgrind could not give as a symbol (an
+    address, a demangled C++ name) are left out."""
+    hot = [(cost, function) for (obj, function), cost in costs.items()
+           if os.path.basename(obj or "") == binary and function and cost >= 3 * polls_count
+           and not function.startswith("0x") and not re.search(r"[\s(<]", function)]
+    return [function for _, function in sorted(hot, key=lambda item: (-item[0], item[1]))]
+
+
 def polls(server, path, expected, count, threads=4):
     """`count` polls over `threads` keep-alive connections; every answer must be 200 and `expected`."""
     errors = []
@@ -233,6 +243,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--polls", type=int, default=1000, choices=range(100, 20001), metavar="100..20000")
     parser.add_argument("--skip-swift-build", action="store_true")
+    parser.add_argument("--layout", metavar="PATH",
+                        help="also write the functions Herald ran a poll, hottest first, as the linker's section order "
+                             "(`make layout`: Sources/herald/hot-functions.txt)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
@@ -285,6 +298,11 @@ def main():
         collector.stop()
         shutil.rmtree(data, ignore_errors=True)
 
+    if args.layout:
+        functions = hot_functions(counts["Herald"], os.path.basename(traced), args.polls)
+        with open(args.layout, "w") as file:
+            file.write("".join(f".text.{function}\n" for function in functions))
+        run.log(f"{len(functions)} functions, hottest first, in {args.layout}")
     text = report(counts, args.polls)
     with open(os.path.join(run.OUT, "callgrind.md"), "w") as file:
         file.write(text + "\n")
