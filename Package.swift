@@ -288,6 +288,7 @@ let package = Package(
             dependencies: [
                 "Locking",
                 "MicroHTTP",
+                "Platform",
                 "Telemetry",
                 "HeraldTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -298,7 +299,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport", "JSONText"], swiftSettings: swiftSettings),
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport", "JSONText", "Platform"], swiftSettings: swiftSettings),
         .testTarget(
             name: "PublishingTests",
             dependencies: [

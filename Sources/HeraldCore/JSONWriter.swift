@@ -29,6 +29,13 @@ public struct JSONWriter: ~Copyable {
     /// The text written so far.
     public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: start, count: count)) }
 
+    /// The text written, handed over in the writer's own buffer: no copy (a response body goes to libmicrohttpd as it is).
+    public consuming func finish() -> OwnedBytes {
+        let text = OwnedBytes(taking: start, count: count)
+        discard self
+        return text
+    }
+
     public mutating func beginObject() {
         open(UInt8(ascii: "{"))
     }

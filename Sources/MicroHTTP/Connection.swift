@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import HTTPTypes
+import Platform
 
 /// An `MHD_Connection` pointer that crosses from libmicrohttpd's thread to the handler's task.
 ///
@@ -39,6 +40,13 @@ struct PreparedResponse: @unchecked Sendable {
             let context = Unmanaged.passRetained(sink).toOpaque()
             pointer = MHD_create_response_from_callback(UInt64.max, 32 << 10, StreamSink.read, context, StreamSink.free)
             if pointer == nil { Unmanaged<StreamSink>.fromOpaque(context).release() }
+        } else if case .owned(let bytes) = response.body.storage {
+            // libmicrohttpd reads them from where they are until it is done with the response, then lets them go.
+            bodySize = bytes.count
+            let context = Unmanaged.passRetained(bytes).toOpaque()
+            pointer = MHD_create_response_from_buffer_with_free_callback_cls(
+                bytes.count, UnsafeMutableRawPointer(mutating: bytes.start), PreparedResponse.release, context)
+            if pointer == nil { Unmanaged<OwnedBytes>.fromOpaque(context).release() }
         } else {
             let bytes = response.body.bytes ?? []
             bodySize = bytes.count
@@ -54,5 +62,11 @@ struct PreparedResponse: @unchecked Sendable {
         _ = requestID.withCString { MHD_add_response_header(pointer, "X-Request-Id", $0) }
         if close { _ = MHD_add_response_header(pointer, "Connection", "close") }
         return PreparedResponse(pointer: pointer, status: response.status.code, bodySize: bodySize)
+    }
+
+    /// Lets an owned body go, when libmicrohttpd destroys the response that sent it.
+    private static let release: MHD_ContentReaderFreeCallback = { context in
+        guard let context else { return }
+        Unmanaged<OwnedBytes>.fromOpaque(context).release()
     }
 }

@@ -1,4 +1,5 @@
 public import HTTPTypes
+public import Platform
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -40,6 +41,8 @@ public struct Response: Sendable {
 public struct ResponseBody: Sendable {
     enum Storage: Sendable {
         case bytes([UInt8])
+        /// Handed to libmicrohttpd as they are, not copied.
+        case owned(OwnedBytes)
         case stream(@Sendable (ResponseBodyWriter) async throws -> Void)
     }
 
@@ -51,6 +54,9 @@ public struct ResponseBody: Sendable {
     /// A body of these bytes, sent with `Content-Length`.
     public static func bytes(_ bytes: [UInt8]) -> ResponseBody { ResponseBody(storage: .bytes(bytes)) }
 
+    /// A body of these bytes, sent with `Content-Length` from their own memory (libmicrohttpd copies an array's).
+    public static func bytes(_ bytes: OwnedBytes) -> ResponseBody { ResponseBody(storage: .owned(bytes)) }
+
     /// A body written by `produce` as it goes (sent chunked), e.g. server-sent events or a file.
     ///
     /// `produce` runs after the head is sent; a write waits while the client is behind.
@@ -60,8 +66,11 @@ public struct ResponseBody: Sendable {
 
     /// The bytes of a body at hand (`nil` for a stream).
     public var bytes: [UInt8]? {
-        if case .bytes(let bytes) = storage { return bytes }
-        return nil
+        switch storage {
+        case .bytes(let bytes): bytes
+        case .owned(let bytes): Array(bytes.buffer)
+        case .stream: nil
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import Platform
 import Testing
 
 @Suite("JSONWriter")
@@ -45,6 +46,11 @@ struct JSONWriterTests {
         let read = try JSONSerialization.jsonObject(with: Data(writer.bytes)) as? [String]
         #expect(read == [plain, awkward, ""])
         #expect(String(decoding: writer.bytes, as: UTF8.self).contains(#"\u0007"#))
+        // Handed over: the same text, in the buffer it grew into.
+        let copied = writer.bytes
+        let finished = writer.finish()
+        #expect(Array(finished.buffer) == copied)
+        #expect(finished.count > 16)
     }
 
     /// The check that skips escaping reads eight bytes at a time: every ASCII byte, at every place of a string long

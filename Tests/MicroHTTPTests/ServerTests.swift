@@ -4,6 +4,7 @@ import HTTPTypes
 import MicroHTTP
 import NIOCore
 import NIOHTTP1
+import Platform
 import ServiceLifecycle
 import Synchronization
 import Testing
@@ -61,6 +62,34 @@ struct ServerTests {
             #expect(response.status == .internalServerError)
             #expect(response.headers["X-Request-Id"] == ["stream-1"])
             #expect(try await response.text().contains("internal error; request id stream-1"))
+        }
+    }
+
+    /// Sent from its own memory by both kinds of handler, and let go once sent: the request after it, on the same
+    /// connection, finds it freed (libmicrohttpd destroys a response before it reads the next request).
+    @Test func anOwnedBodyIsSentAsItIsAndLetGoOnceSent() async throws {
+        struct Held { weak var bytes: OwnedBytes? }
+        let held = Mutex(Held())
+        let size = 300_000
+        let body = { @Sendable () -> ResponseBody in
+            let start = malloc(size)!.assumingMemoryBound(to: UInt8.self)
+            for index in 0..<size { start[index] = UInt8(ascii: "a") + UInt8(index % 26) }
+            let bytes = OwnedBytes(taking: start, count: size)
+            held.withLock { $0.bytes = bytes }
+            return .bytes(bytes)
+        }
+        let expected = String((0..<size).map { Character(Unicode.Scalar(UInt8(ascii: "a") + UInt8($0 % 26))) })
+        var router = Router()
+        router.get("/now", immediate: { _ in Response(body: body()) }) { _ in .text("later") }
+        router.get("/later") { _ in Response(body: body()) }
+        router.get("/held", immediate: { _ in .text(held.withLock { $0.bytes == nil } ? "released" : "held") }) { _ in .text("?") }
+        try await withLiveServer(router) { port, _ in
+            let get = { (path: String) in "GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n" }
+            let answer = try await rawExchange(
+                port: port, get("/now") + get("/held") + get("/later") + "GET /held HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            #expect(answer.components(separatedBy: "Content-Length: \(size)\r\n").count - 1 == 2)
+            #expect(answer.components(separatedBy: "\r\n\r\n\(expected)HTTP/1.1").count - 1 == 2)
+            #expect(answer.components(separatedBy: "released").count - 1 == 2, "\(answer.suffix(200))")
         }
     }
 

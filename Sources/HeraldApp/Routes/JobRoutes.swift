@@ -18,7 +18,7 @@ struct JobRoutes {
             immediate: { request, caller in
                 guard try Self.wait(request.queryValue("wait")) == 0 else { return nil }
                 let (json, done) = try service.current(try request.parameters.require("id"), tenant: caller.tenant)
-                return Self.response(json: json, done: done)
+                return Self.response(.bytes(json), done: done)
             }
         ) { request, caller in
             let wait = try Self.wait(request.queryValue("wait"))
@@ -43,12 +43,12 @@ struct JobRoutes {
 
     /// A job as `GET /v1/jobs/{id}` answers it: `Retry-After: 1` until it is done.
     private static func response(_ job: Job) -> Response {
-        response(json: job.json, done: job.done)
+        response(.bytes(job.json), done: job.done)
     }
 
     /// A job's JSON as `GET /v1/jobs/{id}` answers it.
-    private static func response(json: [UInt8], done: Bool) -> Response {
-        Response(headerFields: done ? doneFields : runningFields, body: .bytes(json))
+    private static func response(_ json: ResponseBody, done: Bool) -> Response {
+        Response(headerFields: done ? doneFields : runningFields, body: json)
     }
 
     /// A done job's fields and a running one's, made once: each answer shares their storage instead of building its own.

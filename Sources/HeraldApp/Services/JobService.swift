@@ -1,5 +1,6 @@
 import HeraldCore
 import HeraldStorage
+import Platform
 
 /// Reads, long-polls and cancels jobs: the rules between the job routes and storage.
 struct JobService: Sendable {
@@ -25,14 +26,14 @@ struct JobService: Sendable {
 
     /// The job as stored now, as its JSON object, and whether it is done: read without a hop, written from the row where
     /// the backend can (a plain status poll).
-    func current(_ id: String, tenant: Tenant) throws -> (json: [UInt8], done: Bool) {
+    func current(_ id: String, tenant: Tenant) throws -> (json: OwnedBytes, done: Bool) {
         // Below glibc's large requests (1,024 bytes and up), each of which first consolidates the freed small chunks: a
         // job of four uploads fits; a larger one grows the buffer.
         var writer = JSONWriter(capacity: 1000)
         guard let jobID = JobID(validating: id), let state = try status.write(id: jobID, tenant: tenant, to: &writer) else {
             throw ServiceError.notFound(kind: "job", id: id)
         }
-        return (writer.bytes, state.isDone)
+        return (writer.finish(), state.isDone)
     }
 
     /// The job, once it is done or `timeout` has passed (or the server drains, or the request is cancelled).
