@@ -299,7 +299,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "HeraldClientTests", dependencies: ["HeraldClient", "HeraldCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport", "JSONText", "Platform"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HeraldCoreTests", dependencies: ["HeraldCore", "HeraldTestSupport", "JSONText", "Platform"], swiftSettings: swiftSettings),
         .testTarget(
             name: "PublishingTests",
             dependencies: [
