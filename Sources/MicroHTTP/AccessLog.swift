@@ -19,7 +19,10 @@ public final class AccessLog: Sendable {
     }
 
     /// One request's fields, as the line says them.
-    public struct Entry: Sendable {
+    ///
+    /// Not copyable: made for one line and read in place (a copyable one was copied whole, then destroyed, on its way to
+    /// ``record(_:)``).
+    public struct Entry: ~Copyable, Sendable {
         public var method: String
         public var path: Substring
         /// nil when no response was sent (`aborted`).
@@ -73,7 +76,7 @@ public final class AccessLog: Sendable {
     }
 
     /// Appends `entry`'s line.
-    public func record(_ entry: Entry) {
+    public func record(_ entry: borrowing Entry) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         buffer.withLock { buffer in
@@ -123,7 +126,7 @@ public final class AccessLog: Sendable {
 
     // MARK: Lines
 
-    private func appendText(_ entry: Entry, to buffer: inout Buffer) {
+    private func appendText(_ entry: borrowing Entry, to buffer: inout Buffer) {
         // The line is put together in room made once, then appended in one copy: appended piece by piece, each of its
         // twenty appends checked the array's uniqueness and room again. The literals take at most 144 bytes, the four numbers
         // `DecimalDigits.maximumCount` each.
@@ -197,7 +200,7 @@ public final class AccessLog: Sendable {
     }
 
     /// The members in key order, every value a string: what `JSONLogHandler` writes for the same metadata.
-    private func appendJSON(_ entry: Entry, milliseconds: Int, to buffer: inout Buffer) {
+    private func appendJSON(_ entry: borrowing Entry, milliseconds: Int, to buffer: inout Buffer) {
         buffer.bytes.append(contentsOf: buffer.prefix)
         buffer.bytes.append(UInt8(ascii: "0") + UInt8(milliseconds / 100))
         buffer.bytes.append(UInt8(ascii: "0") + UInt8(milliseconds / 10 % 10))

@@ -262,8 +262,8 @@ final class Daemon: Sendable {
         let declaredLength = contentLength.flatMap { Int($0) }
         let hasBody = transferEncoding != nil || (declaredLength ?? 0) > 0
         var request = Request(
-            method: method, path: url, fields: head.fields, id: requestID, query: head.query, remoteAddress: client, logger: logger)
-        request.trace = trace
+            method: method, path: url, fields: head.fields, id: requestID, query: head.query, remoteAddress: client, logger: logger,
+            trace: trace)
         let route: Router.Route
         let limit: Int
         switch router.dispatch(&request, declaredLength: declaredLength, defaultBodyLimit: configuration.maxBodySize) {
@@ -414,7 +414,8 @@ final class Daemon: Sendable {
         let route: String
         let started: ContinuousClock.Instant
 
-        init(response: Response, request: Request, route: String, started: ContinuousClock.Instant) {
+        /// `request` borrowed: its fields are copied out one by one, not the whole request first.
+        init(response: Response, request: borrowing Request, route: String, started: ContinuousClock.Instant) {
             self.response = response
             method = request.method
             path = request.path

@@ -56,7 +56,8 @@ public struct Request: Sendable {
         query: [(name: String, value: String?)] = [],
         body: RequestBody = .empty,
         remoteAddress: String? = nil,
-        logger: Logger = Logger(label: "MicroHTTP")
+        logger: Logger = Logger(label: "MicroHTTP"),
+        trace: RequestTrace? = nil
     ) {
         self.method = method
         pathText = path
@@ -67,6 +68,7 @@ public struct Request: Sendable {
         self.body = body
         self.remoteAddress = remoteAddress
         self.baseLogger = logger
+        self.trace = trace
     }
 
     /// The request `head` describes (`path`, when given, instead of its path: its field value loses a trailing space, so
@@ -110,7 +112,10 @@ public struct Parameters: Sendable, Hashable {
         var value: String
     }
 
-    public init(_ values: [String: String] = [:]) {
+    /// No values (every request starts so: routing adds them).
+    public init() {}
+
+    public init(_ values: [String: String]) {
         store(values.map { Value(name: $0.key, value: $0.value) })
     }
 

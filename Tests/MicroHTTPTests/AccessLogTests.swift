@@ -38,9 +38,11 @@ final class Pipe2: Sendable {
 
 @Suite("The access log")
 struct AccessLogTests {
-    static let entry = AccessLog.Entry(
-        method: "GET", path: "/v1/jobs/abc", status: 200, bytes: 814, microseconds: 41, requestID: "f93d2", client: "127.0.0.1",
-        termination: nil)
+    static var entry: AccessLog.Entry {
+        AccessLog.Entry(
+            method: "GET", path: "/v1/jobs/abc", status: 200, bytes: 814, microseconds: 41, requestID: "f93d2", client: "127.0.0.1",
+            termination: nil)
+    }
 
     @Test func textLinesReadAsSwiftLogsStreamLogHandlerWritesThem() throws {
         let pipe = try Pipe2()
