@@ -100,9 +100,12 @@ bench-callgrind: release callgrind-deps
 	python3 Benchmarks/callgrind.py --skip-swift-build $(BENCH_ARGS)
 
 ## Rewrites Sources/herald/hot-functions.txt, the order release builds link the status poll's functions in, from a
-## callgrind run of the polls (make bench-callgrind's). Run it after a change to the poll's path, then `make release`.
+## callgrind run of the polls (make bench-callgrind's), after a change to the poll's path; then links the release
+## binary again (SwiftPM does not know the list is an input of the link: the binary is removed so that it relinks).
 layout: release callgrind-deps
 	python3 Benchmarks/callgrind.py --skip-swift-build --layout Sources/herald/hot-functions.txt $(BENCH_ARGS)
+	rm -f .build-release/release/herald
+	$(MAKE) release
 
 ## valgrind, and OpenSSL's headers for the C status server.
 callgrind-deps:
