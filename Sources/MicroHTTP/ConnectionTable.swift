@@ -82,10 +82,15 @@ final class ConnectionTable: Sendable {
     func requestStarted(_ connection: OpaquePointer) -> String? {
         state.withLock { state in
             guard let index = state.entries.index(forKey: key(connection)) else { return nil }
-            state.entries.values[index].waitingSince = nil
-            state.entries.values[index].served = true
-            return state.entries.values[index].peer
+            // In one access to the entry, in place: reading `peer` through the values' subscript copied the whole entry.
+            return Self.started(&state.entries.values[index])
         }
+    }
+
+    private static func started(_ entry: inout Entry) -> String? {
+        entry.waitingSince = nil
+        entry.served = true
+        return entry.peer
     }
 
     /// Its request is done: the connection waits for the next head (keep-alive) from now.
