@@ -87,6 +87,7 @@ final class ConnectionTable: Sendable {
         }
     }
 
+    /// Marks `entry`'s request under way; its peer.
     private static func started(_ entry: inout Entry) -> String? {
         entry.waitingSince = nil
         entry.served = true
