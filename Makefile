@@ -3,7 +3,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-replicas bench-fair bench-callgrind layout callgrind-deps bench-webhooks verify-container clean \
+.PHONY: deps test-deps build run test lint format openapi-lint release bench bench-healthz bench-sse bench-replicas bench-fair bench-callgrind layout pgo callgrind-deps bench-webhooks verify-container clean \
 	reliability reliability-deps fuzz
 
 ## Installs the C libraries Herald links against, when missing (Debian/Ubuntu).
@@ -106,6 +106,16 @@ layout: release callgrind-deps
 	python3 Benchmarks/callgrind.py --skip-swift-build --layout Sources/herald/hot-functions.txt $(BENCH_ARGS)
 	rm -f .build-release/release/herald
 	$(MAKE) release
+
+## Rewrites Sources/herald/herald.profdata, the profile release builds are optimized with, from an instrumented build
+## under a load of uploads, publishes and status polls (Benchmarks/pgo.py; about 10 minutes); then compiles Herald's
+## modules again with it (SwiftPM does not know the profile is an input: their sources are touched) and lays the poll's
+## functions out again (make layout), since the profile moves code.
+pgo: deps
+	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }
+	python3 Benchmarks/pgo.py $(BENCH_ARGS)
+	find Sources -name '*.swift' -exec touch {} +
+	$(MAKE) layout
 
 ## valgrind, and OpenSSL's headers for the C status server.
 callgrind-deps:

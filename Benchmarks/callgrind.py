@@ -174,10 +174,14 @@ def self_costs(path):
     return costs
 
 
+SECTION_PREFIXES = ["hot.", "", "unlikely."]
+
+
 def hot_functions(costs, binary, polls_count):
     """The functions of Herald's own binary that spent at least 3 instructions a poll, hottest first: what the linker
-    places side by side (each is in a section `.text.NAME` of its own). Names callgrind could not give as a symbol (an
-    address, a demangled C++ name) are left out."""
+    places side by side (each is in a section of its own: `.text.NAME`, or `.text.hot.NAME` or `.text.unlikely.NAME`
+    as the profile has it). Names callgrind could not give as a symbol (an address, a demangled C++ name) are left
+    out."""
     hot = [(cost, function) for (obj, function), cost in costs.items()
            if os.path.basename(obj or "") == binary and function and cost >= 3 * polls_count
            and not function.startswith("0x") and not re.search(r"[\s(<]", function)]
@@ -301,7 +305,8 @@ def main():
     if args.layout:
         functions = hot_functions(counts["Herald"], os.path.basename(traced), args.polls)
         with open(args.layout, "w") as file:
-            file.write("".join(f".text.{function}\n" for function in functions))
+            # Under each name its section may have: the profile (Package.swift) marks functions hot or unlikely.
+            file.write("".join(f".text.{prefix}{function}\n" for function in functions for prefix in SECTION_PREFIXES))
         run.log(f"{len(functions)} functions, hottest first, in {args.layout}")
     text = report(counts, args.polls)
     with open(os.path.join(run.OUT, "callgrind.md"), "w") as file:
