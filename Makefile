@@ -108,12 +108,12 @@ layout: release callgrind-deps
 	$(MAKE) release
 
 ## Rewrites Sources/herald/herald.profdata, the profile release builds are optimized with, from an instrumented build
-## under a load of uploads, publishes and status polls (Benchmarks/pgo.py; about 10 minutes); then compiles Herald's
-## modules again with it (SwiftPM does not know the profile is an input: their sources are touched) and lays the poll's
-## functions out again (make layout), since the profile moves code.
+## under a load of uploads, publishes and status polls (Benchmarks/pgo.py, PGO_ARGS="--seconds N"; about 10 minutes);
+## then compiles Herald's modules again with it (SwiftPM does not know the profile is an input: their sources are
+## touched) and lays the poll's functions out again (make layout), since the profile moves code.
 pgo: deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }
-	python3 Benchmarks/pgo.py $(BENCH_ARGS)
+	python3 Benchmarks/pgo.py $(PGO_ARGS)
 	find Sources -name '*.swift' -exec touch {} +
 	$(MAKE) layout
 

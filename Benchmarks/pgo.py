@@ -7,7 +7,7 @@ and status polls, written to Sources/herald/herald.profdata, which Package.swift
 
 Herald is built instrumented (`HERALD_PGO=generate`: LLVM's IR instrumentation of Herald's own modules, in
 .build-pgo), then serves, at `herald serve`'s defaults (info: the access log on) with a key whose rate limit the load
-never reaches: 80 small PNGs uploaded by 8 clients, 20 posts of 4 of them published and long-polled to done (P2's
+never reaches: 80 small PNGs uploaded by 8 clients, 20 posts of 4 of them published and long-polled to done (P7's
 workload, smaller), then `--seconds` of status polls of one of their jobs (P1's: wrk -t1 -c32). It is stopped with
 SIGTERM, as a service is; every Herald process the run starts (the key's creation too) writes its counts at exit, and
 llvm-profdata (the toolchain's) merges them.
