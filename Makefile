@@ -52,8 +52,16 @@ format:
 openapi-lint:
 	openapi-spec-validator openapi.yaml
 
+## The release build, every Swift module of it (the dependencies' too: a package's unsafe flags reach its own targets
+## only) optimized with LLVM's IR profile of a load, Sources/herald/herald.profdata (make pgo takes it again): about 7%
+## more status polls a second on this machine (BENCHMARKS.md). A function changed since the profile was taken gets no
+## counts and is compiled as without one: a stale profile costs speed, never correctness. The Dockerfile runs this.
+## The frontend would keep an object file whose IR before LLVM's passes has not changed, optimized with an older profile
+## or none: told not to, it runs LLVM whenever SwiftPM compiles a module (make pgo touches every source for that).
+PROFILE_FLAGS := -Xswiftc -Xfrontend -Xswiftc -ir-profile-use=$(CURDIR)/Sources/herald/herald.profdata \
+	-Xswiftc -Xfrontend -Xswiftc -disable-incremental-llvm-codegen
 release: deps
-	$(SWIFT) build -c release --product herald --static-swift-stdlib --scratch-path .build-release
+	$(SWIFT) build -c release --product herald --static-swift-stdlib --scratch-path .build-release $(PROFILE_FLAGS)
 
 ## Release builds, then every measurement side by side (Benchmarks/run.py); writes BENCHMARKS.md (about 20 minutes
 ## warm: the status poll at both log levels, post creation, parallel publish, cancellation, memory, 1 GiB ingest on
@@ -108,13 +116,13 @@ layout: release callgrind-deps
 	$(MAKE) release
 
 ## Rewrites Sources/herald/herald.profdata, the profile release builds are optimized with, from an instrumented build
-## under a load of uploads, publishes and status polls (Benchmarks/pgo.py, PGO_ARGS="--seconds N"; about 10 minutes);
-## then compiles Herald's modules again with it (SwiftPM does not know the profile is an input: their sources are
-## touched) and lays the poll's functions out again (make layout), since the profile moves code.
+## under a load of uploads, publishes and status polls (Benchmarks/pgo.py, PGO_ARGS="--seconds N"; about 25 minutes
+## cold); then compiles every module of the release build again with it (SwiftPM does not know the profile is an input:
+## every Swift source of it is touched) and lays the poll's functions out again (make layout), since the profile moves code.
 pgo: deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk; }
 	python3 Benchmarks/pgo.py $(PGO_ARGS)
-	find Sources -name '*.swift' -exec touch {} +
+	find Sources .build-release/checkouts -name '*.swift' ! -name 'Package*.swift' -exec touch {} + 2>/dev/null || true
 	$(MAKE) layout
 
 ## valgrind, and OpenSSL's headers for the C status server.

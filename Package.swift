@@ -1,34 +1,16 @@
 // swift-tools-version:6.2
 import PackageDescription
 
-/// Profile-guided optimization of Herald's modules in release builds on Linux (LLVM's IR profile): the counts in
-/// `Sources/herald/herald.profdata`, which `make pgo` takes from an instrumented build under a load of uploads,
-/// publishes and status polls. The compiler then lays each function's likely path out straight and its unlikely code
-/// apart: about 3% more polls a second on this machine (BENCHMARKS.md). A function changed since the profile was taken
-/// gets no counts and is compiled as without a profile: a stale profile costs speed, never correctness. Unsafe flags
-/// reach this package's targets only: the dependencies are compiled without the profile.
-/// `HERALD_PGO=generate` (what `make pgo` sets) builds the instrumented binary instead.
-let profile = "\(Context.packageDirectory)/Sources/herald/herald.profdata"
-let instrumented = Context.environment["HERALD_PGO"] == "generate"
-
-/// The language settings every target shares; alone, for the tool the build plugin runs (instrumented, its link would
-/// need the profile's runtime).
-let languageSettings: [SwiftSetting] = [
+/// One set of settings for every target of Herald's, as Hummingbird does.
+let swiftSettings: [SwiftSetting] = [
     // https://github.com/apple/swift-evolution/blob/main/proposals/0335-existential-any.md
     .enableUpcomingFeature("ExistentialAny"),
     // https://github.com/swiftlang/swift-evolution/blob/main/proposals/0444-member-import-visibility.md
     .enableUpcomingFeature("MemberImportVisibility"),
+    // Each function in a section of its own, so that the linker can place the ones a status poll runs side by side
+    // (a frontend flag: the driver would warn that it does not know it).
+    .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release)),
 ]
-
-/// One set of settings for every target of Herald's, as Hummingbird does.
-let swiftSettings: [SwiftSetting] =
-    languageSettings + [
-        // Each function in a section of its own, so that the linker can place the ones a status poll runs side by side
-        // (a frontend flag: the driver would warn that it does not know it).
-        .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release)),
-        .unsafeFlags(
-            ["-Xfrontend", instrumented ? "-ir-profile-generate" : "-ir-profile-use=\(profile)"], .when(platforms: [.linux], configuration: .release)),
-    ]
 
 /// The order the functions a status poll runs are linked in (gold's `--section-ordering-file`), hottest first, written
 /// by `make layout` from a callgrind run of the polls: their code on about 70 pages instead of 180, about 4% more polls
@@ -271,9 +253,7 @@ let package = Package(
             exclude: ["hot-functions.txt", "herald.profdata"],
             swiftSettings: swiftSettings,
             linkerSettings: [
-                .unsafeFlags(["-Xlinker", "--section-ordering-file=\(hotFunctions)"], .when(platforms: [.linux], configuration: .release)),
-                // Links LLVM's profile runtime, which writes the counts at exit (to $LLVM_PROFILE_FILE).
-                .unsafeFlags(instrumented ? ["-profile-generate"] : [], .when(platforms: [.linux], configuration: .release)),
+                .unsafeFlags(["-Xlinker", "--section-ordering-file=\(hotFunctions)"], .when(platforms: [.linux], configuration: .release))
             ]
         ),
 
@@ -281,7 +261,7 @@ let package = Package(
 
         /// Embeds `Migrations/*.sql` and `openapi.yaml` in the binary, so it runs from any directory.
         .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["EmbedFilesTool"]),
-        .executableTarget(name: "EmbedFilesTool", swiftSettings: languageSettings),
+        .executableTarget(name: "EmbedFilesTool", swiftSettings: swiftSettings),
 
         // MARK: Tests
 

@@ -246,8 +246,8 @@ if (( ONLY_C == 0 )); then
     else
         HERALD_BIN="$ROOT/.build-release/release/herald"
         command -v swift >/dev/null 2>&1 || die "swift is required (or use --only-c)"
-        log "building Herald (swift build -c release --product herald --static-swift-stdlib --scratch-path .build-release)"
-        swift build -c release --product herald --static-swift-stdlib --scratch-path .build-release >&2
+        log "building Herald (make release)"
+        make -C "$ROOT" --no-print-directory release >&2
         [[ -x "$HERALD_BIN" ]] || die "swift build succeeded but $HERALD_BIN is missing"
     fi
 fi

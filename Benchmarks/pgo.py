@@ -1,24 +1,26 @@
 #!/usr/bin/env python3
 """The profile release builds are optimized with (issue 35): counts of Herald's code under a load of uploads, publishes
-and status polls, written to Sources/herald/herald.profdata, which Package.swift hands to release builds on Linux.
+and status polls, written to Sources/herald/herald.profdata, which `make release` (the Dockerfile's build too) uses.
 
     python3 Benchmarks/pgo.py [--seconds 10] [--skip-swift-build]
                               (`make pgo`: then the release build is made again with the new profile, and `make layout`)
 
-Herald is built instrumented (`HERALD_PGO=generate`: LLVM's IR instrumentation of Herald's own modules, in
-.build-pgo), then serves, at `herald serve`'s defaults (info: the access log on) with a key whose rate limit the load
-never reaches: 80 small PNGs uploaded by 8 clients, 20 posts of 4 of them published and long-polled to done (P7's
+Herald is built instrumented (LLVM's IR instrumentation of every Swift module, the dependencies' too, in .build-pgo),
+then serves, at `herald serve`'s defaults (info: the access log on) with a key whose rate limit the load never
+reaches: 80 small PNGs uploaded by 8 clients, 20 posts of 4 of them published and long-polled to done (P7's
 workload, smaller), then `--seconds` of status polls of one of their jobs (P1's: wrk -t1 -c32). It is stopped with
 SIGTERM, as a service is; every Herald process the run starts (the key's creation too) writes its counts at exit, and
 llvm-profdata (the toolchain's) merges them.
 
 The profile is a build input SwiftPM does not track: a build made before it changed keeps the old one until Herald's
-sources are compiled again (`make pgo` does that). Functions changed since it was taken get no counts: they are
+sources are compiled again (`make pgo` touches them all). Functions changed since it was taken get no counts: they are
 compiled as without a profile, so a stale one costs speed, never correctness.
 """
 import argparse
 import glob
+import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -45,14 +47,36 @@ def toolchain_tool(name):
     return tool
 
 
+def touch_swift_sources(*folders):
+    """Marks every Swift source under `folders` (package manifests aside) as changed."""
+    for folder in folders:
+        for directory, _, files in os.walk(folder):
+            for name in files:
+                if name.endswith(".swift") and not name.startswith("Package"):
+                    os.utime(os.path.join(directory, name))
+
+
 def build():
-    """The instrumented release build: its binary's path."""
-    command = ["swift", "build", "-c", "release", "--product", "herald", "--static-swift-stdlib", "--scratch-path", SCRATCH]
-    environment = dict(os.environ, HERALD_PGO="generate")
-    run.log("HERALD_PGO=generate " + " ".join(command))
-    subprocess.run(command, cwd=run.ROOT, env=environment, check=True, timeout=3600)
-    path = subprocess.run(command + ["--show-bin-path"], cwd=run.ROOT, env=environment, check=True, capture_output=True,
-                          text=True, timeout=600).stdout.strip()
+    """The instrumented release build of every Swift module (the dependencies' too, as `make release` optimizes them
+    all): its binary's path."""
+    # LLVM's IR instrumentation, a frontend flag (the driver drops it given alone); every link, the build plugin's tool's
+    # too, gets LLVM's profile runtime, which writes the counts at exit (to $LLVM_PROFILE_FILE).
+    resources = json.loads(subprocess.run(["swiftc", "-print-target-info"], check=True, capture_output=True, text=True,
+                                          timeout=60).stdout)["paths"]["runtimeResourcePath"]
+    runtime = os.path.join(resources, "clang", "lib", "linux", f"libclang_rt.profile-{platform.machine()}.a")
+    if not os.path.exists(runtime):
+        raise SystemExit(f"{runtime} is missing: the Swift toolchain's LLVM profile runtime is needed")
+    command = ["swift", "build", "-c", "release", "--product", "herald", "--static-swift-stdlib", "--scratch-path", SCRATCH,
+               "-Xswiftc", "-Xfrontend", "-Xswiftc", "-ir-profile-generate",
+               "-Xswiftc", "-Xfrontend", "-Xswiftc", "-disable-incremental-llvm-codegen",
+               "-Xlinker", runtime, "-Xlinker", "-u__llvm_profile_runtime"]
+    # A module compiled before without the instrumentation would be kept: SwiftPM does not compile a module again for a
+    # changed flag, and the frontend keeps an object file whose IR, before LLVM's passes, has not changed. Every Swift
+    # source is touched, and the frontend told to run LLVM anyway.
+    touch_swift_sources(os.path.join(run.ROOT, "Sources"), os.path.join(run.ROOT, SCRATCH, "checkouts"))
+    run.run(command, timeout=3600)
+    path = subprocess.run(command + ["--show-bin-path"], cwd=run.ROOT, check=True, capture_output=True, text=True,
+                          timeout=600).stdout.strip()
     return os.path.join(path, "herald")
 
 
