@@ -22,7 +22,7 @@ final class Daemon: Sendable {
     /// Read by every response (`Connection: close` once set): an atomic, not the lock the C thread takes.
     private let draining = Atomic(false)
     /// Metric handles by method, route and status: made once, not per request.
-    private let meters = Mutex([MeterKey: Meters]())
+    private let meters = Mutex(MeterTable())
     /// The `MHD_Daemon`'s address, 0 until started and again once `shutdown` took it (so only one shutdown stops it).
     ///
     /// Set after `MHD_start_daemon` returns, so it cannot be a `let`; an atomic of the bits, as `OpaquePointer`
@@ -155,31 +155,34 @@ final class Daemon: Sendable {
         route: String,
         status: Int?,
         bytes: Int?,
-        started: ContinuousClock.Instant,
+        started: RequestStart,
         requestID: String,
         client: String?,
         logger: Logger,
         termination: MHD_RequestTerminationCode,
         trace: RequestTrace?
     ) {
-        let elapsed = ContinuousClock.now - started
+        let nanoseconds = started.elapsedNanoseconds
         trace?.end(status: status)
         let key = MeterKey(method: method.label, route: route, status: status)
         let meter = meters.withLock { meters in
-            if let meter = meters[key] { return meter }
+            // A server answers the same route with the same status run after run: compared, not hashed.
+            if let last = meters.last, last.key == key { return last.meters }
+            if let meter = meters.all[key] {
+                meters.last = (key, meter)
+                return meter
+            }
             let meter = Meters(
                 requests: Counter(
                     label: "http_requests_total", dimensions: [("method", key.method), ("route", route), ("status", Self.statusLabel(status))]),
                 duration: Timer(label: "http_request_duration_seconds", dimensions: [("method", key.method), ("route", route)])
             )
-            meters[key] = meter
+            meters.all[key] = meter
+            meters.last = (key, meter)
             return meter
         }
-        // Split once for the histogram and the log (`Timer.record(duration:)` splits twice: each a 128-bit division).
-        let (seconds, attoseconds) = elapsed.components
-        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
         meter.requests.increment()
-        meter.duration.recordNanoseconds(nanoseconds)
+        meter.duration.recordNanoseconds(Int64(nanoseconds))
         guard logger.logLevel <= .info else { return }
         let micros = nanoseconds / 1_000
         if let accessLog = configuration.accessLog {
@@ -218,6 +221,12 @@ final class Daemon: Sendable {
         }
     }
 
+    private struct MeterTable {
+        var all: [MeterKey: Meters] = [:]
+        /// The last request's.
+        var last: (key: MeterKey, meters: Meters)?
+    }
+
     private struct Meters: Sendable {
         let requests: Counter
         let duration: Timer
@@ -231,7 +240,7 @@ final class Daemon: Sendable {
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         // The request's duration, in the log and the metrics, counts from here: the handler's work included.
-        let started = ContinuousClock.now
+        let started = RequestStart()
         let knownPeer = connections.requestStarted(pointer)
         var head = Head()
         // Room for a usual head at once: grown from empty, the fields' array was reallocated four times a request.
@@ -326,7 +335,7 @@ final class Daemon: Sendable {
     /// no body, keeping the connection; with a body, answered at once and the connection closed, so the body is never
     /// read.
     private func refuse(
-        _ error: HTTPError, route: String, request: Request, hasBody: Bool, connection: Connection, started: ContinuousClock.Instant,
+        _ error: HTTPError, route: String, request: Request, hasBody: Bool, connection: Connection, started: RequestStart,
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         guard !hasBody else {
@@ -348,7 +357,7 @@ final class Daemon: Sendable {
         route: String,
         requestID: String,
         client: String?,
-        started: ContinuousClock.Instant,
+        started: RequestStart,
         logger: Logger,
         trace: RequestTrace?
     ) -> MHD_Result {
@@ -381,7 +390,7 @@ final class Daemon: Sendable {
         route: String,
         requestID: String,
         client: String?,
-        started: ContinuousClock.Instant,
+        started: RequestStart,
         logger: Logger,
         trace: RequestTrace?
     ) -> MHD_Result {
@@ -414,10 +423,10 @@ final class Daemon: Sendable {
         let client: String?
         let trace: RequestTrace?
         let route: String
-        let started: ContinuousClock.Instant
+        let started: RequestStart
 
         /// `request` borrowed: its fields are copied out one by one, not the whole request first.
-        init(response: Response, request: borrowing Request, route: String, started: ContinuousClock.Instant) {
+        init(response: Response, request: borrowing Request, route: String, started: RequestStart) {
             self.response = response
             method = request.method
             path = request.path

@@ -52,7 +52,7 @@ final class Exchange: BodySource, Sendable {
     /// call (it refuses a response while the body is arriving), but only up to as much again, at most 8 MiB.
     let readLimit: Int
     let declaredLength: Int?
-    let started: ContinuousClock.Instant
+    let started: RequestStart
     private let server: Daemon
     private let parser: MultipartParser?
     private let state = Mutex(State())
@@ -66,7 +66,7 @@ final class Exchange: BodySource, Sendable {
         request: Request,
         bodyLimit: Int,
         declaredLength: Int?,
-        started: ContinuousClock.Instant,
+        started: RequestStart,
         multipart: MultipartParser?
     ) {
         self.server = server

@@ -39,11 +39,12 @@ public struct Router: Sendable {
     /// A path segment's place in the tree. A node has a handful of children and routes: scanned in order, compared by
     /// bytes, where a dictionary would hash every segment (and the method's name) of every request.
     private final class Node: @unchecked Sendable {
-        // @unchecked Sendable: mutated only while the router is built (copy-on-write below), read-only after.
-        var literals: [(segment: [UInt8], node: Node)] = []
-        var parameter: (name: String, node: Node)?
+        // @unchecked Sendable: mutated only while the router is built (copy-on-write below), read-only after. For the
+        // same reason no access needs the runtime's exclusivity check (five a request, each a call into the runtime).
+        @exclusivity(unchecked) var literals: [(segment: [UInt8], node: Node)] = []
+        @exclusivity(unchecked) var parameter: (name: String, node: Node)?
         /// At most one a method.
-        var routes: [Route] = []
+        @exclusivity(unchecked) var routes: [Route] = []
 
         func copy() -> Node {
             let node = Node()

@@ -132,6 +132,30 @@ struct ApplicationTests {
         }
     }
 
+    @Test func alternatingRoutesAndStatusesAreCountedApart() async throws {
+        // The daemon keeps the last request's meters at hand: a request of another route or status must not use them.
+        let healthz = #"http_requests_total{method="GET",route="/healthz",status="200"} "#
+        let missingJob = #"http_requests_total{method="GET",route="/v1/jobs/{id}",status="404"} "#
+        @Sendable func counts(_ base: String) async throws -> (healthz: Int, missingJob: Int) {
+            let (_, _, body) = try await get("\(base)/metrics")
+            func count(_ label: String) -> Int {
+                body.split(separator: "\n").first { $0.hasPrefix(label) }.flatMap { Int($0.dropFirst(label.count)) } ?? 0
+            }
+            return (count(healthz), count(missingJob))
+        }
+        try await withHerald { base, _, _ in
+            let before = try await counts(base)
+            for _ in 0..<3 {
+                #expect(try await get("\(base)/healthz").0 == .ok)
+                #expect(try await get("\(base)/v1/jobs/\(UUID().uuidString.lowercased())").0 == .notFound)
+            }
+            let after = try await counts(base)
+            // At least this test's three of each (other suites share the process's registry).
+            #expect(after.healthz - before.healthz >= 3, "\(before) → \(after)")
+            #expect(after.missingJob - before.missingJob >= 3, "\(before) → \(after)")
+        }
+    }
+
     @Test func methodsNoRouteKnowsShareOneMetricsLabel() async throws {
         try await withHerald { base, _, _ in
             // A client picks the method: each made-up one a label of its own would grow the metrics without bound.

@@ -196,4 +196,38 @@ struct AccessLogTests {
         #expect(lines.contains { $0.contains(" path=/nowhere ") && $0.contains(" status=404 ") })
         #expect(lines.allSatisfy { $0.contains(" client=127.0.0.1 ") && $0.hasSuffix(" [MicroHTTP] request") })
     }
+
+    @Test func aRequestsDurationCountsTheHandlersWork() async throws {
+        let pipe = try Pipe2()
+        var router = Router()
+        // The work to measure: a handler that takes at least 50 ms, async and on libmicrohttpd's thread.
+        router.get("/slow") { _ in
+            try await Task.sleep(for: .milliseconds(50))
+            return .text("slow")
+        }
+        router.get(
+            "/slow-immediate",
+            immediate: { _ in
+                usleep(50_000)
+                return .text("slow")
+            }
+        ) { _ in .text("never") }
+        router.get("/quick") { _ in .text("quick") }
+        let configuration = ServerConfiguration(accessLog: AccessLog(format: .text, label: "MicroHTTPTests", descriptor: pipe.write))
+        try await withLiveServer(router, configuration: configuration, logs: CapturedLogs()) { port, _ in
+            let get = { (path: String) in "GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n" }
+            _ = try await rawExchange(
+                port: port, get("/slow") + get("/slow-immediate") + "GET /quick HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        }
+        let lines = pipe.drain().split(separator: "\n")
+        func duration(_ path: String) -> Int? {
+            lines.first { $0.contains(" path=\(path) ") }?.split(separator: " ").first { $0.hasPrefix("duration_us=") }
+                .flatMap { Int($0.dropFirst("duration_us=".count)) }
+        }
+        let slow = try #require(duration("/slow"), "\(lines)")
+        let immediate = try #require(duration("/slow-immediate"), "\(lines)")
+        let quick = try #require(duration("/quick"), "\(lines)")
+        #expect(slow >= 50_000 && immediate >= 50_000, "\(lines)")
+        #expect(quick >= 0 && quick < slow, "\(lines)")
+    }
 }

@@ -3,7 +3,10 @@ import HeraldStorage
 import Platform
 
 /// Reads, long-polls and cancels jobs: the rules between the job routes and storage.
-struct JobService: Sendable {
+///
+/// A class: the routes' handlers hold one reference, where a struct of two existentials was copied out of the closure's
+/// context, and destroyed, on every status poll.
+final class JobService: Sendable {
     let jobs: any JobRepository
     /// Plain status polls, read on the caller's (HTTP) thread.
     let status: any JobStatusReader
@@ -14,7 +17,17 @@ struct JobService: Sendable {
     static let maxWait = 30
     /// A long-poll re-reads the job at least this often even without an event: that covers a change made by another
     /// process sharing the database, and ends the poll soon after draining begins.
-    var recheckInterval: Duration = .seconds(1)
+    let recheckInterval: Duration
+
+    init(
+        jobs: any JobRepository, status: any JobStatusReader, changes: JobChanges, readiness: Readiness, recheckInterval: Duration = .seconds(1)
+    ) {
+        self.jobs = jobs
+        self.status = status
+        self.changes = changes
+        self.readiness = readiness
+        self.recheckInterval = recheckInterval
+    }
 
     /// What a cancel did.
     enum Cancellation: Equatable {
