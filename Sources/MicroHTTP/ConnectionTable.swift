@@ -24,7 +24,7 @@ final class ConnectionTable: Sendable {
         /// The peer's numeric address, formatted once for all the connection's requests.
         let peer: String?
         /// Since when the connection has waited for a request head; nil while a request is under way.
-        var waitingSince: ContinuousClock.Instant?
+        var waitingSince: MonotonicInstant?
         /// Whether a request ever came: kept-alive clients are closed only after connections that never asked anything.
         var served = false
         /// Shut down already: no longer counted, waiting for libmicrohttpd to report it closed.
@@ -60,14 +60,14 @@ final class ConnectionTable: Sendable {
     var closedCounts: (waiting: Int, evicted: Int) { state.withLock { ($0.closedWaiting, $0.evicted) } }
 
     /// A new connection from `peer`, waiting for its first head; closes one if the table is now over its limit.
-    func opened(_ connection: OpaquePointer, descriptor: Int32, peer: String? = nil, now: ContinuousClock.Instant = .now) {
+    func opened(_ connection: OpaquePointer, descriptor: Int32, peer: String? = nil, now: MonotonicInstant = .now) {
         state.withLock { state in
             state.entries[key(connection)] = Entry(descriptor: descriptor, peer: peer, waitingSince: now)
             state.open += 1
             guard state.open > limit else { return }
             // Never served before kept alive, then the longest waiting: the new connection only when no other waits.
             let new = key(connection)
-            var victim: (key: UInt, served: Bool, since: ContinuousClock.Instant)?
+            var victim: (key: UInt, served: Bool, since: MonotonicInstant)?
             for (key, entry) in state.entries where key != new && !entry.closing {
                 guard let since = entry.waitingSince else { continue }
                 if let chosen = victim, (entry.served ? 1 : 0, since) >= (chosen.served ? 1 : 0, chosen.since) { continue }
@@ -95,7 +95,7 @@ final class ConnectionTable: Sendable {
     }
 
     /// Its request is done: the connection waits for the next head (keep-alive) from now.
-    func requestEnded(_ connection: OpaquePointer, now: ContinuousClock.Instant = .now) {
+    func requestEnded(_ connection: OpaquePointer, now: MonotonicInstant = .now) {
         state.withLock { state in
             // Through the index: `entries[key]?.waitingSince = now` runs the subscript's coroutine, whose frame was
             // allocated (and the table's storage checked) at every request.
@@ -165,7 +165,7 @@ final class ConnectionTable: Sendable {
     }
 
     /// Closes the connections whose head is overdue; returns how long until the next one could be.
-    func closeOverdue(now: ContinuousClock.Instant = .now) -> Duration {
+    func closeOverdue(now: MonotonicInstant = .now) -> Duration {
         state.withLock { state in
             var next = headTimeout
             for (key, entry) in state.entries where !entry.closing {

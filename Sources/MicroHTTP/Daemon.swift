@@ -155,14 +155,14 @@ final class Daemon: Sendable {
         route: String,
         status: Int?,
         bytes: Int?,
-        started: RequestStart,
+        started: MonotonicInstant,
         requestID: String,
         client: String?,
         logger: Logger,
         termination: MHD_RequestTerminationCode,
         trace: RequestTrace?
     ) {
-        let nanoseconds = started.elapsedNanoseconds
+        let nanoseconds = started.nanoseconds(to: .now)
         trace?.end(status: status)
         let key = MeterKey(method: method.label, route: route, status: status)
         let meter = meters.withLock { meters in
@@ -240,7 +240,7 @@ final class Daemon: Sendable {
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         // The request's duration, in the log and the metrics, counts from here: the handler's work included.
-        let started = RequestStart()
+        let started = MonotonicInstant.now
         let knownPeer = connections.requestStarted(pointer)
         var head = Head()
         // Room for a usual head at once: grown from empty, the fields' array was reallocated four times a request.
@@ -335,7 +335,7 @@ final class Daemon: Sendable {
     /// no body, keeping the connection; with a body, answered at once and the connection closed, so the body is never
     /// read.
     private func refuse(
-        _ error: HTTPError, route: String, request: Request, hasBody: Bool, connection: Connection, started: RequestStart,
+        _ error: HTTPError, route: String, request: Request, hasBody: Bool, connection: Connection, started: MonotonicInstant,
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         guard !hasBody else {
@@ -357,7 +357,7 @@ final class Daemon: Sendable {
         route: String,
         requestID: String,
         client: String?,
-        started: RequestStart,
+        started: MonotonicInstant,
         logger: Logger,
         trace: RequestTrace?
     ) -> MHD_Result {
@@ -390,7 +390,7 @@ final class Daemon: Sendable {
         route: String,
         requestID: String,
         client: String?,
-        started: RequestStart,
+        started: MonotonicInstant,
         logger: Logger,
         trace: RequestTrace?
     ) -> MHD_Result {
@@ -423,10 +423,10 @@ final class Daemon: Sendable {
         let client: String?
         let trace: RequestTrace?
         let route: String
-        let started: RequestStart
+        let started: MonotonicInstant
 
         /// `request` borrowed: its fields are copied out one by one, not the whole request first.
-        init(response: Response, request: borrowing Request, route: String, started: RequestStart) {
+        init(response: Response, request: borrowing Request, route: String, started: MonotonicInstant) {
             self.response = response
             method = request.method
             path = request.path

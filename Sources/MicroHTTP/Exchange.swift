@@ -1,6 +1,7 @@
 import CMicroHTTPD
 import HTTPTypes
 import Logging
+import Platform
 import Synchronization
 import Tracing
 
@@ -52,7 +53,7 @@ final class Exchange: BodySource, Sendable {
     /// call (it refuses a response while the body is arriving), but only up to as much again, at most 8 MiB.
     let readLimit: Int
     let declaredLength: Int?
-    let started: RequestStart
+    let started: MonotonicInstant
     private let server: Daemon
     private let parser: MultipartParser?
     private let state = Mutex(State())
@@ -66,7 +67,7 @@ final class Exchange: BodySource, Sendable {
         request: Request,
         bodyLimit: Int,
         declaredLength: Int?,
-        started: RequestStart,
+        started: MonotonicInstant,
         multipart: MultipartParser?
     ) {
         self.server = server

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Testing
 
 @testable import MicroHTTP
@@ -36,7 +37,7 @@ struct ConnectionTableTests {
         let pairs = try (0..<4).map { _ in try SocketPair() }
         defer { pairs.forEach { $0.close() } }
         let table = ConnectionTable(limit: 2, headTimeout: .seconds(30))
-        let start = ContinuousClock.now
+        let start = MonotonicInstant.now
         table.opened(connection(1), descriptor: pairs[0].server, now: start)
         table.opened(connection(2), descriptor: pairs[1].server, now: start + .seconds(1))
         _ = table.requestStarted(connection(1))
@@ -59,7 +60,7 @@ struct ConnectionTableTests {
         let pairs = try (0..<4).map { _ in try SocketPair() }
         defer { pairs.forEach { $0.close() } }
         let table = ConnectionTable(limit: 3, headTimeout: .seconds(30))
-        let start = ContinuousClock.now
+        let start = MonotonicInstant.now
         // 1 was served and waits for its next head since 1 s; 2 and 3 opened later and never sent anything.
         table.opened(connection(1), descriptor: pairs[0].server, now: start)
         _ = table.requestStarted(connection(1))
@@ -74,7 +75,7 @@ struct ConnectionTableTests {
         let pairs = try (0..<3).map { _ in try SocketPair() }
         defer { pairs.forEach { $0.close() } }
         let table = ConnectionTable(limit: 10, headTimeout: .seconds(5))
-        let start = ContinuousClock.now
+        let start = MonotonicInstant.now
         table.opened(connection(1), descriptor: pairs[0].server, now: start)
         table.opened(connection(2), descriptor: pairs[1].server, now: start)
         table.opened(connection(3), descriptor: pairs[2].server, now: start)

@@ -1,6 +1,7 @@
 import HTTPTypes
 import HeraldCore
 public import MicroHTTP
+import Platform
 import Synchronization
 import Tracing
 
@@ -63,7 +64,7 @@ public final class AccessGate: Gate {
             request.trace?.span.attributes["herald.tenant"] = Caller.unauthenticated.tenant.rawValue
             return nil
         }
-        let now = ContinuousClock.now
+        let now = MonotonicInstant.now
         let address = request.remoteAddress ?? "-"
         if let failureLimit, case .limited(let retryAfter) = failureLimit.check(address, now: now) {
             return Self.tooManyRequests(

@@ -2,6 +2,7 @@ import Crypto
 import HeraldCore
 import HeraldStorage
 import Logging
+import Platform
 import ServiceLifecycle
 import Synchronization
 
@@ -53,15 +54,18 @@ final class Authenticator: Service, Sendable {
         /// The key's caller, for requests it authenticates; nil for an unknown or revoked key (remembered too, so a
         /// wrong key repeated costs no query each time).
         var caller: Caller?
-        var checked: ContinuousClock.Instant
+        var checked: MonotonicInstant
         /// When the last use was queued for writing to `last_used_at`.
-        var recordedUse: ContinuousClock.Instant?
+        var recordedUse: MonotonicInstant?
     }
 
     /// How long a cached answer stands: the revocation promise is "within 1 second".
     static let freshness: Duration = .seconds(1)
     /// How often `last_used_at` is written, and so how far behind it may be.
     static let useInterval: Duration = .seconds(60)
+    // Both as the cache compares them, every request.
+    private static let freshnessNanoseconds = freshness.wholeNanoseconds
+    private static let useIntervalNanoseconds = useInterval.wholeNanoseconds
     /// Entries kept at most (a flood of wrong keys must not grow memory without bound).
     static let capacity = 10_000
 
@@ -92,11 +96,11 @@ final class Authenticator: Service, Sendable {
     ///
     /// Nothing here compares the secret itself: the cache compares keyed hashes of it (both halves, no early exit),
     /// the database its SHA-256, so timing can reveal at most something of a hash, which says nothing of the key.
-    func authenticate(_ secret: UnsafeBufferPointer<UInt8>, now: ContinuousClock.Instant = .now) -> Outcome {
+    func authenticate(_ secret: UnsafeBufferPointer<UInt8>, now: MonotonicInstant = .now) -> Outcome {
         let slot = CacheKey(secret)
         let cached = cache.withLock { cache -> Outcome? in
-            guard let entry = cache[slot], entry.checked.duration(to: now) < Self.freshness else { return nil }
-            if let id = entry.caller?.keyID, entry.recordedUse.map({ $0.duration(to: now) >= Self.useInterval }) ?? true {
+            guard let entry = cache[slot], entry.checked.nanoseconds(to: now) < Self.freshnessNanoseconds else { return nil }
+            if let id = entry.caller?.keyID, entry.recordedUse.map({ $0.nanoseconds(to: now) >= Self.useIntervalNanoseconds }) ?? true {
                 cache[slot]?.recordedUse = now
                 uses.withLock { $0[id] = .now() }
             }

@@ -1,3 +1,4 @@
+import Platform
 import Synchronization
 
 /// Token buckets by key: `rate` tokens a second, at most `burst` saved up, over every replica: each replica's buckets
@@ -13,7 +14,7 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
 
     private struct Bucket {
         var tokens: Double
-        var updated: ContinuousClock.Instant
+        var updated: MonotonicInstant
     }
 
     /// Tokens added a second, over every replica.
@@ -46,7 +47,7 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     private var localBurst: Double { max(1, burst / Double(replicas.load(ordering: .relaxed))) }
 
     /// Takes one token for `key`, if there is one.
-    func take(_ key: Key, now: ContinuousClock.Instant = .now) -> Decision {
+    func take(_ key: Key, now: MonotonicInstant = .now) -> Decision {
         update(key, now: now) { bucket in
             guard bucket.tokens >= 1 else { return .limited(retryAfter: retryAfter(bucket.tokens)) }
             bucket.tokens -= 1
@@ -55,7 +56,7 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     }
 
     /// Whether `key` has a token, without taking it or making a bucket: one lookup, for every request of an address.
-    func check(_ key: Key, now: ContinuousClock.Instant = .now) -> Decision {
+    func check(_ key: Key, now: MonotonicInstant = .now) -> Decision {
         guard inUse.load(ordering: .relaxed), let bucket = buckets.withLock({ $0[key] }) else { return .allowed(remaining: Int(localBurst)) }
         let tokens = refilled(bucket, now: now)
         return tokens >= 1 ? .allowed(remaining: Int(tokens)) : .limited(retryAfter: retryAfter(tokens))
@@ -65,7 +66,7 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
         max(1, Int(((1 - tokens) / localRate).rounded(.up)))
     }
 
-    private func update(_ key: Key, now: ContinuousClock.Instant, _ body: (inout Bucket) -> Decision) -> Decision {
+    private func update(_ key: Key, now: MonotonicInstant, _ body: (inout Bucket) -> Decision) -> Decision {
         inUse.store(true, ordering: .relaxed)
         return buckets.withLock { buckets in
             if buckets.count >= capacity, buckets[key] == nil { prune(&buckets, now: now) }
@@ -82,19 +83,16 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     }
 
     /// The bucket's tokens at `now`: what it held, plus what the rate added since, at most `burst`.
-    private func refilled(_ bucket: Bucket, now: ContinuousClock.Instant) -> Double {
-        let elapsed = bucket.updated.duration(to: now)
-        guard elapsed > .zero else { return bucket.tokens }
-        // Split once: each `components` divides a 128-bit count of attoseconds.
-        let (whole, attoseconds) = elapsed.components
-        let seconds = Double(whole) + Double(attoseconds) * 1e-18
-        return min(localBurst, bucket.tokens + seconds * localRate)
+    private func refilled(_ bucket: Bucket, now: MonotonicInstant) -> Double {
+        let elapsed = bucket.updated.nanoseconds(to: now)
+        guard elapsed > 0 else { return bucket.tokens }
+        return min(localBurst, bucket.tokens + Double(elapsed) * 1e-9 * localRate)
     }
 
     /// Drops the buckets that have refilled; if every one is still in use, all of them (a flood of new keys).
-    private func prune(_ buckets: inout [Key: Bucket], now: ContinuousClock.Instant) {
-        let full = Duration.seconds(localBurst / localRate)
-        buckets = buckets.filter { $0.value.updated.duration(to: now) < full }
+    private func prune(_ buckets: inout [Key: Bucket], now: MonotonicInstant) {
+        let full = Int(localBurst / localRate * 1e9)
+        buckets = buckets.filter { $0.value.updated.nanoseconds(to: now) < full }
         if buckets.count >= capacity { buckets.removeAll() }
     }
 }
