@@ -46,11 +46,14 @@ final class ConnectionTable: Sendable {
     let limit: Int
     /// How long a connection may wait for a whole request head.
     let headTimeout: Duration
+    /// The same, converted once: every sweep adds it to each waiting connection's start.
+    private let headTimeoutNanoseconds: Int
     private let state = Mutex(State())
 
     init(limit: Int, headTimeout: Duration) {
         self.limit = limit
         self.headTimeout = headTimeout
+        headTimeoutNanoseconds = headTimeout.wholeNanoseconds
     }
 
     /// Open connections (those already shut down not counted).
@@ -170,7 +173,7 @@ final class ConnectionTable: Sendable {
             var next = headTimeout
             for (key, entry) in state.entries where !entry.closing {
                 guard let since = entry.waitingSince else { continue }
-                let deadline = since + headTimeout
+                let deadline = MonotonicInstant(nanoseconds: since.nanoseconds + headTimeoutNanoseconds)
                 if deadline <= now {
                     close(key, in: &state)
                     state.closedWaiting += 1
