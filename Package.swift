@@ -65,6 +65,13 @@ let package = Package(
             pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
+        /// SQLite's process-wide settings, which Swift cannot set (`sqlite3_config` is variadic); GRDB's own module
+        /// (`GRDBSQLite`) has the rest of the C API.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
 
         // MARK: Libraries
 
@@ -115,6 +122,7 @@ let package = Package(
         .target(
             name: "SQLiteStorage",
             dependencies: [
+                "CSQLite",
                 "Locking",
                 "Platform",
                 "HeraldCore",
@@ -330,6 +338,7 @@ let package = Package(
                 "HeraldTestSupport",
                 "HeraldCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -3,14 +3,14 @@
  * status poll (issue 18, P1: Herald >= 0.8x this server).
  *
  * Per request it does the work Herald does for a poll: SQLiteJobStatusReader's statement (passed as SQL; run.py asks
- * `herald status-statement` for it) bound to the id and the tenant, on Herald's database opened
- * read-only (WAL, the file Herald left), prepared once per polling thread and reused (one connection per thread,
- * as Herald keeps one read-only connection per HTTP thread); the job's columns from the first row, an upload
- * from each row; the job object written as JSON with the members, order and values of Herald's JSONWriter
- * (`extension Job: JSONWritable` in Sources/HeraldCore/Job.swift): `done` and `progress` derived as Job.Progress does,
- * timestamps parsed and written back in the fixed-width RFC 3339 form, strings escaped as JSONWriter escapes them.
- * Answers carry Content-Type: application/json, Retry-After: 1 until the job is done, and an X-Request-Id of 32
- * hex digits like Herald's; an unknown id is a 404 with Herald's problem body.
+ * `herald status-statement` for it) bound to the id and the tenant, on Herald's database opened read-only (WAL, the
+ * file Herald left; SQLite's memory statistics off, as Herald sets SQLite up), prepared once per polling thread and
+ * reused (one connection per thread, as Herald keeps one read-only connection per HTTP thread); the job's columns
+ * from the first row, an upload from each row; the job object written as JSON with the members, order and values of
+ * Herald's JSONWriter (`extension Job: JSONWritable` in Sources/HeraldCore/Job.swift): `done` and `progress` derived
+ * as Job.Progress does, timestamps parsed and written back in the fixed-width RFC 3339 form, strings escaped as
+ * JSONWriter escapes them. Answers carry Content-Type: application/json, Retry-After: 1 until the job is done, and an
+ * X-Request-Id of 32 hex digits like Herald's; an unknown id is a 404 with Herald's problem body.
  *
  * What it skips of Herald's work, unless started with --product: the API key is only checked to be present
  * (`Authorization: Bearer ` and something after it), the tenant comes from the command line, no rate limits, no
@@ -1090,6 +1090,13 @@ int main(int argc, char **argv)
         snprintf(request_prefix + 2 * index, 3, "%02x", random_bytes[index]);
     if (getrandom(salts, sizeof salts, 0) != (ssize_t) sizeof salts) {
         fprintf(stderr, "getrandom: %s\n", strerror(errno));
+        return 1;
+    }
+
+    /* SQLite configured as Herald configures it (SQLiteStorage: SQLiteLibrary), before its first use: no memory
+       statistics, so no process-wide mutex around each of its allocations. */
+    if (sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) != SQLITE_OK) {
+        fprintf(stderr, "sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) failed\n");
         return 1;
     }
 

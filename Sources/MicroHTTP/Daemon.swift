@@ -165,24 +165,25 @@ final class Daemon: Sendable {
         let nanoseconds = started.nanoseconds(to: .now)
         trace?.end(status: status)
         let key = MeterKey(method: method.label, route: route, status: status)
-        let meter = meters.withLock { meters in
+        meters.withLock { meters in
+            // Counted under the lock, where the handles lie: each copy out of the table counted their references.
             // A server answers the same route with the same status run after run: compared, not hashed.
-            if let last = meters.last, last.key == key { return last.meters }
-            if let meter = meters.all[key] {
+            if meters.last?.key != key {
+                let meter: Meters
+                if let known = meters.all[key] {
+                    meter = known
+                } else {
+                    meter = Meters(
+                        requests: Counter(
+                            label: "http_requests_total",
+                            dimensions: [("method", key.method), ("route", route), ("status", Self.statusLabel(status))]),
+                        duration: Timer(label: "http_request_duration_seconds", dimensions: [("method", key.method), ("route", route)]))
+                    meters.all[key] = meter
+                }
                 meters.last = (key, meter)
-                return meter
             }
-            let meter = Meters(
-                requests: Counter(
-                    label: "http_requests_total", dimensions: [("method", key.method), ("route", route), ("status", Self.statusLabel(status))]),
-                duration: Timer(label: "http_request_duration_seconds", dimensions: [("method", key.method), ("route", route)])
-            )
-            meters.all[key] = meter
-            meters.last = (key, meter)
-            return meter
+            meters.last?.meters.count(nanoseconds: nanoseconds)
         }
-        meter.requests.increment()
-        meter.duration.recordNanoseconds(Int64(nanoseconds))
         guard logger.logLevel <= .info else { return }
         let micros = nanoseconds / 1_000
         if let accessLog = configuration.accessLog {
@@ -230,6 +231,12 @@ final class Daemon: Sendable {
     private struct Meters: Sendable {
         let requests: Counter
         let duration: Timer
+
+        /// One request that took `nanoseconds`.
+        func count(nanoseconds: Int) {
+            requests.increment()
+            duration.recordNanoseconds(Int64(nanoseconds))
+        }
     }
 
     // MARK: The first call of a request

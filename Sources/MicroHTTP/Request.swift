@@ -47,6 +47,22 @@ public struct Request: Sendable {
     /// The request's server span; nil when the server does not trace.
     public var trace: RequestTrace?
 
+    /// The decoded path; the server keeps the query apart, in ``query``.
+    public var path: Substring { Substring(pathText) }
+    private let pathText: String
+
+    /// The last value of query argument `name` (`nil` when absent; `""` for `?name`).
+    public func queryValue(_ name: String) -> String? {
+        guard let item = query.last(where: { $0.name == name }) else { return nil }
+        return item.value ?? ""
+    }
+}
+
+// The initializers live in an extension, so that the struct keeps its memberwise initializer and they build the value
+// through it, in one piece. Assigned property by property, the request was built in a variable of its own, then
+// copied whole and the variable destroyed: a retain and a release of every field, every request (a pair the optimizer
+// leaves).
+extension Request {
     public init(
         method: HTTPRequest.Method,
         path: String,
@@ -59,16 +75,9 @@ public struct Request: Sendable {
         logger: Logger = Logger(label: "MicroHTTP"),
         trace: RequestTrace? = nil
     ) {
-        self.method = method
-        pathText = path
-        self.fields = fields
-        self.id = id
-        self.parameters = parameters
-        self.query = query
-        self.body = body
-        self.remoteAddress = remoteAddress
-        self.baseLogger = logger
-        self.trace = trace
+        self.init(
+            method: method, fields: fields, id: id, parameters: parameters, query: query, body: body, baseLogger: logger,
+            remoteAddress: remoteAddress, principal: nil, trace: trace, pathText: path)
     }
 
     /// The request `head` describes (`path`, when given, instead of its path: its field value loses a trailing space, so
@@ -86,16 +95,6 @@ public struct Request: Sendable {
         self.init(
             method: head.method, path: path ?? head.path ?? "/", fields: RequestFields(head.headerFields), id: id, parameters: parameters,
             query: query, body: body, remoteAddress: remoteAddress, logger: logger)
-    }
-
-    /// The decoded path; the server keeps the query apart, in ``query``.
-    public var path: Substring { Substring(pathText) }
-    private let pathText: String
-
-    /// The last value of query argument `name` (`nil` when absent; `""` for `?name`).
-    public func queryValue(_ name: String) -> String? {
-        guard let item = query.last(where: { $0.name == name }) else { return nil }
-        return item.value ?? ""
     }
 }
 

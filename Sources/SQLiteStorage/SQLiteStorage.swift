@@ -61,6 +61,9 @@ public struct SQLiteStorage: Storage {
     ///   - directory: The data directory; created with its parents if missing.
     ///   - logger: Receives one line per migration applied and one when the database is ready.
     public static func open(directory: String, logger: Logger) throws -> SQLiteStorage {
+        if !SQLiteLibrary.configured {
+            logger.debug("SQLite was in use before Herald configured it: its memory statistics stay on")
+        }
         try createDirectory(directory)
         let path = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(fileName).path
 

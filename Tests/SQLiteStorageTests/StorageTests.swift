@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import HeraldCore
 import HeraldStorage
 import Logging
@@ -48,6 +49,21 @@ struct StorageTests {
             #expect(applied == SQLiteStorage.migrationIdentifiers)
             #expect(applied.first == "0001_initial")
             #expect(logs.messages.filter { $0 == "applied migration" }.count == SQLiteStorage.migrationIdentifiers.count)
+        }
+    }
+
+    /// In a process of its own (an exit test): SQLite takes the setting only before its first use in the process, and
+    /// the suites beside this one open databases of their own.
+    @Test("opening turns SQLite's memory statistics off: its allocations count nothing, so take no global lock")
+    func memoryStatisticsOff() async {
+        await #expect(processExitsWith: .success) {
+            try await withTemporaryDirectory { directory in
+                let storage = try SQLiteStorage.open(directory: directory, logger: LogRecorder().logger)
+                defer { try? storage.close() }
+                let count = try await storage.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
+                // With the statistics on, opening and migrating alone leave hundreds of KiB counted.
+                guard SQLiteLibrary.configured, let count, count > 0, sqlite3_memory_used() == 0 else { exit(1) }
+            }
         }
     }
 

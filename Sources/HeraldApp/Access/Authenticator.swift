@@ -22,7 +22,7 @@ final class Authenticator: Service, Sendable {
         case unavailable
     }
 
-    /// A key's text as the cache knows it: two 64-bit SipHash values under salts drawn at start (a keyed function, so
+    /// A key's text as the cache knows it: two 64-bit SipHash values under keys drawn at start (a keyed function, so
     /// nobody outside the process can aim at one), never the text itself, and computed in a few hundred instructions
     /// where the SHA-256 costs thousands: the digest is computed only when the cache has no fresh answer.
     ///
@@ -31,17 +31,12 @@ final class Authenticator: Service, Sendable {
         let first: UInt64
         let second: UInt64
 
-        private static let salts = (UInt64.random(in: .min ... .max), UInt64.random(in: .min ... .max))
+        private static let functions = (SipHash13.random(), SipHash13.random())
 
         init(_ secret: UnsafeBufferPointer<UInt8>) {
-            var one = Hasher()
-            one.combine(Self.salts.0)
-            one.combine(bytes: UnsafeRawBufferPointer(secret))
-            var two = Hasher()
-            two.combine(Self.salts.1)
-            two.combine(bytes: UnsafeRawBufferPointer(secret))
-            first = UInt64(bitPattern: Int64(one.finalize()))
-            second = UInt64(bitPattern: Int64(two.finalize()))
+            let functions = Self.functions
+            first = functions.0.hash(UnsafeRawBufferPointer(secret))
+            second = functions.1.hash(UnsafeRawBufferPointer(secret))
         }
 
         func hash(into hasher: inout Hasher) { hasher.combine(first) }

@@ -77,8 +77,13 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
                 }
                 return body(&bucket)
             }
-            // Changed where it is: the key is hashed once, not for a read and again for the write.
-            return take(&buckets[key, default: Bucket(tokens: localBurst, updated: now)])
+            // Changed where it is, through its index: `buckets[key, default:]` hashed once too, but ran the
+            // subscript's coroutine, whose frame was allocated at every request.
+            if let index = buckets.index(forKey: key) { return take(&buckets.values[index]) }
+            var bucket = Bucket(tokens: localBurst, updated: now)
+            let decision = take(&bucket)
+            buckets[key] = bucket
+            return decision
         }
     }
 
