@@ -173,7 +173,7 @@ final class ConnectionTable: Sendable {
             var next = headTimeout
             for (key, entry) in state.entries where !entry.closing {
                 guard let since = entry.waitingSince else { continue }
-                let deadline = MonotonicInstant(nanoseconds: since.nanoseconds + headTimeoutNanoseconds)
+                let deadline = since.adding(nanoseconds: headTimeoutNanoseconds)
                 if deadline <= now {
                     close(key, in: &state)
                     state.closedWaiting += 1

@@ -28,9 +28,14 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable {
         lhs.nanoseconds < rhs.nanoseconds
     }
 
+    /// `nanoseconds` later: for a duration converted once and added many times.
+    public func adding(nanoseconds more: Int) -> MonotonicInstant {
+        MonotonicInstant(nanoseconds: nanoseconds + more)
+    }
+
     /// `duration` later (whole nanoseconds).
     public static func + (lhs: MonotonicInstant, rhs: Duration) -> MonotonicInstant {
-        MonotonicInstant(nanoseconds: lhs.nanoseconds + rhs.wholeNanoseconds)
+        lhs.adding(nanoseconds: rhs.wholeNanoseconds)
     }
 
     /// From `rhs` to `lhs`.
